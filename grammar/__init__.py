@@ -1,0 +1,1 @@
+"""Grammar files (data package)."""
