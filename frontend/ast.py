@@ -1,0 +1,301 @@
+"""Syntax tree of a .tsk file: what the text says, with spans, before names mean anything.
+
+The formatter prints this tree back; the resolver turns it into the typed IR. Keeping the
+two apart lets `fmt` work on files that do not type-check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tilesafe.frontend.span import Span
+
+# ---- expressions -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Expr:
+    span: Span
+
+
+@dataclass(frozen=True)
+class IntLit(Expr):
+    value: int
+
+
+@dataclass(frozen=True)
+class FloatLit(Expr):
+    text: str
+
+
+@dataclass(frozen=True)
+class Name(Expr):
+    name: str
+
+
+@dataclass(frozen=True)
+class BlockIdx(Expr):
+    axis: str
+
+
+@dataclass(frozen=True)
+class Index(Expr):
+    """`t[i, j]`: a load from a tensor or buffer (or a buffer slice, inside `bytes(...)`)."""
+
+    name: str
+    indices: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Call(Expr):
+    func: str
+    args: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Unary(Expr):
+    op: str  # "-" or "!"
+    operand: Expr
+
+
+@dataclass(frozen=True)
+class Binary(Expr):
+    op: str
+    lhs: Expr
+    rhs: Expr
+
+
+# ---- layouts ------------------------------------------------------------------------------
+
+Tup = int | tuple["Tup", ...]
+
+
+@dataclass(frozen=True)
+class CuteLayout:
+    span: Span
+    shape: Tup
+    stride: Tup
+
+
+@dataclass(frozen=True)
+class LayoutApp:
+    span: Span
+    head: str
+    args: tuple[LayoutArg, ...] | None  # None: bare name, () : empty call
+
+
+LayoutArg = CuteLayout | LayoutApp | int | tuple
+
+# ---- statements ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Stmt:
+    span: Span
+
+
+@dataclass(frozen=True)
+class ConstDecl(Stmt):
+    name: str
+    value: Expr
+
+
+@dataclass(frozen=True)
+class TensormapDecl(Stmt):
+    name: str
+    tensor: str
+    box: tuple[Expr, ...] | None
+    swizzle: str | None
+    oob: str | None
+
+
+@dataclass(frozen=True)
+class SharedDecl(Stmt):
+    name: str
+    dtype: str
+    shape: tuple[Expr, ...]
+    layout: CuteLayout | LayoutApp | None
+    align: int | None
+
+
+@dataclass(frozen=True)
+class MbarrierDecl(Stmt):
+    name: str
+    length: Expr | None
+    count: Expr
+    guards: str | None
+    guard_index: str | None
+
+
+@dataclass(frozen=True)
+class Let(Stmt):
+    name: str
+    value: Expr
+
+
+@dataclass(frozen=True)
+class VarDecl(Stmt):
+    name: str
+    dtype: str
+    value: Expr
+
+
+@dataclass(frozen=True)
+class Assign(Stmt):
+    name: str
+    op: str
+    value: Expr
+
+
+@dataclass(frozen=True)
+class Store(Stmt):
+    target: str
+    indices: tuple[Expr, ...]
+    value: Expr
+
+
+@dataclass(frozen=True)
+class Block:
+    span: Span
+    stmts: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class For(Stmt):
+    var: str
+    lo: Expr
+    hi: Expr
+    step: Expr | None
+    body: Block
+
+
+@dataclass(frozen=True)
+class If(Stmt):
+    cond: Expr
+    then: Block
+    orelse: Block | If | None
+
+
+@dataclass(frozen=True)
+class ThreadSet:
+    span: Span
+    kind: str  # "warp", "warps", "threads"
+    lo: Expr
+    hi: Expr | None
+
+
+@dataclass(frozen=True)
+class Role(Stmt):
+    name: str
+    threads: ThreadSet
+    elect_one: bool
+    body: Block
+
+
+@dataclass(frozen=True)
+class BarRef:
+    span: Span
+    name: str
+    index: Expr | None
+
+
+@dataclass(frozen=True)
+class BufRef:
+    span: Span
+    name: str
+    indices: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Init(Stmt):
+    barrier: BarRef
+
+
+@dataclass(frozen=True)
+class Fence(Stmt):
+    kind: str
+
+
+@dataclass(frozen=True)
+class Sync(Stmt):
+    pass
+
+
+@dataclass(frozen=True)
+class Wait(Stmt):
+    barrier: BarRef
+    parity: Expr
+
+
+@dataclass(frozen=True)
+class Arrive(Stmt):
+    barrier: BarRef
+    mode: str  # "each", "one", "per_warp"
+    tx_bytes: Expr | None
+
+
+@dataclass(frozen=True)
+class ExpectTx(Stmt):
+    barrier: BarRef
+    nbytes: Expr
+
+
+@dataclass(frozen=True)
+class TmaLoad(Stmt):
+    dst: BufRef
+    tensormap: str
+    coords: tuple[Expr, ...]
+    barrier: BarRef
+
+
+@dataclass(frozen=True)
+class TmaStore(Stmt):
+    tensormap: str
+    coords: tuple[Expr, ...]
+    src: BufRef
+
+
+@dataclass(frozen=True)
+class CommitGroup(Stmt):
+    pass
+
+
+@dataclass(frozen=True)
+class WaitGroup(Stmt):
+    pending: int
+    read: bool
+
+
+# ---- kernels ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Param:
+    span: Span
+    name: str
+    dtype: str
+    shape: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Kernel:
+    span: Span
+    name: str
+    params: tuple[Param, ...]
+    where: tuple[Expr, ...]
+    grid: tuple[Expr, ...]
+    block_dim: Expr
+    body: Block
+
+
+@dataclass(frozen=True)
+class Comment:
+    span: Span
+    text: str
+
+
+@dataclass(frozen=True)
+class Module:
+    path: str
+    kernels: tuple[Kernel, ...]
+    comments: tuple[Comment, ...] = field(default=())

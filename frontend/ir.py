@@ -1,0 +1,458 @@
+"""The kernel IR: one typed, immutable structure that every later stage reads.
+
+Names are resolved (each reference says what it refers to), constants are folded to
+integers, `bytes(buf[s])` is folded to its byte count, declarations are hoisted out of the
+body into tables, and every node keeps the span of the text it came from.
+
+Integer arithmetic is mathematical (unbounded) with floor division and floor modulo, as in
+Presburger arithmetic; float arithmetic is IEEE binary32, with loads of f16/bf16 widened
+exactly and stores rounded to nearest-even (see docs/language.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from tilesafe.frontend.span import Span
+
+# ---- layouts ------------------------------------------------------------------------------
+
+LayoutArg = "int | tuple | LayoutTerm"
+
+
+@dataclass(frozen=True)
+class LayoutTerm:
+    """A layout as written: `head(args)`. semantics/layouts.py gives each head its meaning;
+    a CuTe literal `(64,64):(64,1)` is LayoutTerm("cute", (shape, stride)). Args are ints,
+    nested tuples of ints, or LayoutTerms."""
+
+    head: str
+    args: tuple = ()
+
+    def __str__(self) -> str:
+        if self.head == "cute":
+            return f"{_tup(self.args[0])}:{_tup(self.args[1])}"
+        if not self.args:
+            return self.head
+        return f"{self.head}({', '.join(_tup(a) if not isinstance(a, LayoutTerm) else str(a) for a in self.args)})"
+
+
+def _tup(value: object) -> str:
+    if isinstance(value, tuple):
+        return "(" + ",".join(_tup(v) for v in value) + ")"
+    return str(value)
+
+
+# ---- types -------------------------------------------------------------------------------
+
+
+class DType(str, Enum):
+    F16 = "f16"
+    BF16 = "bf16"
+    F32 = "f32"
+    I32 = "i32"
+    U8 = "u8"
+
+    @property
+    def nbytes(self) -> int:
+        return {"f16": 2, "bf16": 2, "f32": 4, "i32": 4, "u8": 1}[self.value]
+
+    @property
+    def is_float(self) -> bool:
+        return self.value in ("f16", "bf16", "f32")
+
+    @property
+    def scalar(self) -> ScalarType:
+        return ScalarType.FLOAT if self.is_float else ScalarType.INT
+
+
+class ScalarType(str, Enum):
+    INT = "int"
+    FLOAT = "float"
+    BOOL = "bool"
+
+
+class Space(str, Enum):
+    GLOBAL = "global"
+    SHARED = "shared"
+
+
+# ---- expressions -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Expr:
+    span: Span
+    type: ScalarType
+
+
+@dataclass(frozen=True)
+class IntConst(Expr):
+    value: int
+
+
+@dataclass(frozen=True)
+class FloatConst(Expr):
+    value: float
+
+
+@dataclass(frozen=True)
+class SizeVar(Expr):
+    """A symbolic size parameter (M, N): proofs quantify over every value `where` allows."""
+
+    name: str
+
+
+class BuiltinKind(str, Enum):
+    THREAD = "thread"  # linear thread index in the block, 0 .. block-1
+    LANE = "lane"  # thread % 32
+    WARP_ID = "warp_id"  # thread / 32
+    BLOCK_X = "block.x"
+    BLOCK_Y = "block.y"
+    BLOCK_Z = "block.z"
+
+
+@dataclass(frozen=True)
+class Builtin(Expr):
+    kind: BuiltinKind
+
+
+@dataclass(frozen=True)
+class LoopVar(Expr):
+    """Reference to a `for` variable; `uid` tells apart shadowing loops of one name."""
+
+    name: str
+    uid: int
+
+
+@dataclass(frozen=True)
+class LocalRef(Expr):
+    """Reference to a `let` (immutable) or `var` (mutable) local, by uid."""
+
+    name: str
+    uid: int
+    mutable: bool
+
+
+@dataclass(frozen=True)
+class BinOp(Expr):
+    """op in + - * / % (integer / and % are floor division and floor modulo),
+    == != < <= > >= (type BOOL), && || (BOOL operands)."""
+
+    op: str
+    lhs: Expr
+    rhs: Expr
+
+
+@dataclass(frozen=True)
+class UnOp(Expr):
+    op: str  # "-" or "!"
+    operand: Expr
+
+
+@dataclass(frozen=True)
+class Call(Expr):
+    """Pure built-in functions: min, max, abs, f32 (to float), i32 (float to int, toward 0)."""
+
+    func: str
+    args: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Load(Expr):
+    """Read one element of a global tensor or a shared buffer (logical indices)."""
+
+    tensor: str
+    space: Space
+    indices: tuple[Expr, ...]
+
+
+# ---- statements --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Stmt:
+    span: Span
+
+
+@dataclass(frozen=True)
+class Let(Stmt):
+    uid: int
+    name: str
+    value: Expr
+
+
+@dataclass(frozen=True)
+class VarDecl(Stmt):
+    uid: int
+    name: str
+    dtype: DType
+    value: Expr
+
+
+@dataclass(frozen=True)
+class Assign(Stmt):
+    """`x = e`, `x += e` ...: `op` is "=", "+", "-" or "*"."""
+
+    uid: int
+    name: str
+    op: str
+    value: Expr
+
+
+@dataclass(frozen=True)
+class Store(Stmt):
+    tensor: str
+    space: Space
+    indices: tuple[Expr, ...]
+    value: Expr
+
+
+@dataclass(frozen=True)
+class For(Stmt):
+    """`for var in lo .. hi step step`: var = lo, lo+step, ... while var < hi (step > 0)."""
+
+    var: LoopVar
+    lo: Expr
+    hi: Expr
+    step: int
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class If(Stmt):
+    cond: Expr
+    then: tuple[Stmt, ...]
+    orelse: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class ThreadRange:
+    """Threads lo .. hi-1 of the block (warp ranges are lowered to thread ranges)."""
+
+    lo: int
+    hi: int
+
+    def __contains__(self, thread: int) -> bool:
+        return self.lo <= thread < self.hi
+
+    @property
+    def size(self) -> int:
+        return self.hi - self.lo
+
+
+@dataclass(frozen=True)
+class Role(Stmt):
+    """A warp-specialised branch. With `elect_one`, only the lowest thread of the range runs
+    the body (PTX elect.sync picks one leader; we fix it to the lowest lane so that every
+    stage agrees which one)."""
+
+    name: str
+    threads: ThreadRange
+    elect_one: bool
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class BarrierRef:
+    """One mbarrier: `index` is None for a scalar barrier."""
+
+    span: Span
+    name: str
+    index: Expr | None
+
+
+@dataclass(frozen=True)
+class BufferSlice:
+    """`buf[s]`: a prefix of a shared buffer's indices; the rest of its dims are the box."""
+
+    span: Span
+    buffer: str
+    prefix: tuple[Expr, ...]
+
+
+class FenceKind(str, Enum):
+    MBARRIER_INIT = "mbarrier_init"
+    PROXY_ASYNC = "proxy_async"
+
+
+class ArriveMode(str, Enum):
+    EACH = "each"  # every thread that executes it arrives
+    ONE = "one"  # only the lowest thread of the enclosing role (or block)
+    PER_WARP = "per_warp"  # only the lowest thread of each warp of the enclosing role
+
+
+@dataclass(frozen=True)
+class Init(Stmt):
+    """Initialise one barrier (`index` given) or every element of the array."""
+
+    barrier: BarrierRef
+
+
+@dataclass(frozen=True)
+class Fence(Stmt):
+    kind: FenceKind
+
+
+@dataclass(frozen=True)
+class Sync(Stmt):
+    """`bar.sync 0` over the whole block."""
+
+
+@dataclass(frozen=True)
+class Wait(Stmt):
+    """Spin on `mbarrier.try_wait.parity`: passes once the phase with this parity completed."""
+
+    barrier: BarrierRef
+    parity: Expr
+
+
+@dataclass(frozen=True)
+class Arrive(Stmt):
+    """`mbarrier.arrive` (or `arrive.expect_tx` when tx_bytes is set)."""
+
+    barrier: BarrierRef
+    mode: ArriveMode
+    tx_bytes: Expr | None
+
+
+@dataclass(frozen=True)
+class ExpectTx(Stmt):
+    """`mbarrier.expect_tx` without an arrival."""
+
+    barrier: BarrierRef
+    nbytes: Expr
+
+
+@dataclass(frozen=True)
+class TmaLoad(Stmt):
+    """`cp.async.bulk.tensor` global -> shared, completing `nbytes` on the barrier."""
+
+    dst: BufferSlice
+    tensormap: str
+    coords: tuple[Expr, ...]
+    barrier: BarrierRef
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class TmaStore(Stmt):
+    """`cp.async.bulk.tensor` shared -> global, tracked by bulk groups."""
+
+    tensormap: str
+    coords: tuple[Expr, ...]
+    src: BufferSlice
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class CommitGroup(Stmt):
+    """`cp.async.bulk.commit_group`."""
+
+
+@dataclass(frozen=True)
+class WaitGroup(Stmt):
+    """`cp.async.bulk.wait_group[.read] pending`."""
+
+    pending: int
+    read: bool
+
+
+# ---- declarations ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GlobalTensor:
+    span: Span
+    name: str
+    dtype: DType
+    shape: tuple[Expr, ...]  # affine in size parameters; row-major, densely packed
+
+
+@dataclass(frozen=True)
+class SharedBuffer:
+    span: Span
+    name: str
+    dtype: DType
+    shape: tuple[int, ...]
+    layout: LayoutTerm  # maps logical indices to element offsets within the buffer
+    align: int  # byte alignment of the buffer's base address
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.nbytes
+
+
+@dataclass(frozen=True)
+class TensorMap:
+    """A tiled TMA descriptor over a global tensor; box in the tensor's (row-major) order."""
+
+    span: Span
+    name: str
+    tensor: str
+    box: tuple[int, ...]
+    swizzle: str  # "none", "32B", "64B", "128B"
+    oob_fill: str  # "zero" or "nan"
+
+
+@dataclass(frozen=True)
+class BarrierGuard:
+    """`guards buf[i]`: barrier i protects stage i of buf (indexed), or all of buf."""
+
+    buffer: str
+    indexed: bool
+
+
+@dataclass(frozen=True)
+class Barrier:
+    span: Span
+    name: str
+    length: int | None  # None: a scalar barrier
+    count: int  # expected arrivals per phase
+    guards: BarrierGuard | None
+
+    @property
+    def instances(self) -> int:
+        return 1 if self.length is None else self.length
+
+
+@dataclass(frozen=True)
+class Kernel:
+    span: Span
+    name: str
+    sizes: tuple[str, ...]  # symbolic size parameters, in order of first appearance
+    params: tuple[GlobalTensor, ...]
+    where: tuple[Expr, ...]  # BOOL expressions, Presburger in the sizes
+    grid: tuple[Expr, ...]  # 1 to 3 dims, affine in the sizes
+    block: int  # threads per block (1-D)
+    consts: tuple[tuple[str, int], ...]
+    shared: tuple[SharedBuffer, ...]
+    tensormaps: tuple[TensorMap, ...]
+    barriers: tuple[Barrier, ...]
+    body: tuple[Stmt, ...]
+
+    def tensor(self, name: str) -> GlobalTensor:
+        return next(t for t in self.params if t.name == name)
+
+    def buffer(self, name: str) -> SharedBuffer:
+        return next(b for b in self.shared if b.name == name)
+
+    def tensormap(self, name: str) -> TensorMap:
+        return next(t for t in self.tensormaps if t.name == name)
+
+    def barrier(self, name: str) -> Barrier:
+        return next(b for b in self.barriers if b.name == name)
+
+
+@dataclass(frozen=True)
+class Program:
+    path: str
+    kernels: tuple[Kernel, ...]

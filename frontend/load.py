@@ -1,0 +1,31 @@
+"""Read, parse and resolve a .tsk file: the one entry point later stages start from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tilesafe.frontend import diagnostics as dg
+from tilesafe.frontend.diagnostics import Diagnostic, DiagnosticError
+from tilesafe.frontend.ir import Program
+from tilesafe.frontend.parser import parse
+from tilesafe.frontend.resolve import resolve
+from tilesafe.frontend.span import Span
+
+
+def read_source(path: str | Path) -> str:
+    """File text, or a TS004 diagnostic (missing file, directory, not UTF-8)."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise DiagnosticError(
+            [Diagnostic(dg.IO_ERROR, f"cannot read file: {reason}", Span(str(path), 1, 1, 1, 1))]
+        ) from None
+
+
+def compile_source(text: str, path: str = "<input>") -> Program:
+    return resolve(parse(text, path))
+
+
+def load_program(path: str | Path) -> Program:
+    return compile_source(read_source(path), str(path))

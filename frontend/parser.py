@@ -1,0 +1,385 @@
+"""Text -> syntax tree. Lark does the parsing; this module turns its trees into `ast` nodes
+and its exceptions into TS0xx diagnostics with what was expected."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from importlib import resources
+
+import lark
+from lark import Lark, Token, Transformer, v_args
+
+from tilesafe.frontend import ast
+from tilesafe.frontend import diagnostics as dg
+from tilesafe.frontend.diagnostics import Diagnostic, DiagnosticError
+from tilesafe.frontend.span import Span
+
+
+@lru_cache(maxsize=1)
+def _parser() -> Lark:
+    text = resources.files("tilesafe.grammar").joinpath("tilesafe.lark").read_text()
+    return Lark(text, parser="lalr", propagate_positions=True, maybe_placeholders=True)
+
+
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+
+
+def parse(text: str, path: str = "<input>") -> ast.Module:
+    """Parse a whole .tsk file. Raises DiagnosticError on the first syntax error."""
+    try:
+        tree = _parser().parse(text)
+    except lark.exceptions.UnexpectedInput as err:
+        raise DiagnosticError([_syntax_diagnostic(err, text, path)]) from None
+    kernels = _ToAst(path).transform(tree)
+    comments = tuple(
+        ast.Comment(_offset_span(text, path, m.start(), m.end()), m.group(0))
+        for m in _COMMENT.finditer(text)
+    )
+    return ast.Module(path, tuple(kernels), comments)
+
+
+def _offset_span(text: str, path: str, start: int, end: int) -> Span:
+    line = text.count("\n", 0, start) + 1
+    col = start - (text.rfind("\n", 0, start) + 1) + 1
+    end_line = text.count("\n", 0, end) + 1
+    end_col = end - (text.rfind("\n", 0, end) + 1) + 1
+    return Span(path, line, col, end_line, end_col)
+
+
+# ---- error translation ---------------------------------------------------------------------
+
+_PUNCT = {
+    "LPAR": "'('", "RPAR": "')'", "LSQB": "'['", "RSQB": "']'", "LBRACE": "'{'",
+    "RBRACE": "'}'", "COMMA": "','", "COLON": "':'", "SEMICOLON": "';'", "DOT": "'.'",
+    "EQUAL": "'='", "BANG": "'!'", "MINUS": "'-'", "$END": "end of file",
+    "NAME": "a name", "INT": "an integer", "SIGNED_INT": "an integer", "FLOAT": "a number",
+    "DTYPE": "a dtype (f16, bf16, f32, i32, u8)", "CMP_OP": "a comparison",
+    "ADD_OP": "'+' or '-'", "MUL_OP": "'*', '/' or '%'", "ASSIGN_OP": "'=', '+=', '-=' or '*='",
+    "SWIZZLE_MODE": "a swizzle mode (none, 32B, 64B, 128B)", "OOB_FILL": "'zero' or 'nan'",
+    "FENCE_KIND": "'mbarrier_init' or 'proxy_async'", "ELECT_ONE": "'elect one'",
+    "WAIT_READ": "'read'",
+}
+
+
+def _describe_terminal(name: str) -> str:
+    if name in _PUNCT:
+        return _PUNCT[name]
+    try:
+        term = _parser().get_terminal(name)
+    except KeyError:
+        return name.lower()
+    pattern = term.pattern
+    if isinstance(pattern, lark.lexer.PatternStr):
+        return f"'{pattern.value}'"
+    return name.lower()
+
+
+def _expected(names: set[str] | frozenset[str] | None) -> str:
+    if not names:
+        return ""
+    described = sorted({_describe_terminal(n) for n in names})
+    if len(described) > 8:
+        described = described[:8] + ["..."]
+    return ", ".join(described)
+
+
+def _syntax_diagnostic(err: lark.exceptions.UnexpectedInput, text: str, path: str) -> Diagnostic:
+    line = getattr(err, "line", 1) or 1
+    col = getattr(err, "column", 1) or 1
+    if isinstance(err, lark.exceptions.UnexpectedCharacters):
+        char = text[err.pos_in_stream] if err.pos_in_stream < len(text) else "?"
+        span = Span(path, line, col, line, col + 1)
+        expected = _expected(err.allowed)
+        hint = f"expected {expected}" if expected else None
+        return Diagnostic(dg.BAD_CHAR, f"unexpected character {char!r}", span, hint=hint)
+    if isinstance(err, lark.exceptions.UnexpectedToken):
+        token = err.token
+        expected = _expected(err.expected)
+        if token.type == "$END":
+            end = _offset_span(text, path, len(text), len(text))
+            return Diagnostic(
+                dg.EARLY_EOF, f"unexpected end of file; expected {expected}", end
+            )
+        span = Span(path, token.line, token.column, token.end_line or token.line,
+                    token.end_column or token.column + 1)
+        return Diagnostic(
+            dg.SYNTAX, f"unexpected {_token_text(token)}; expected {expected}", span
+        )
+    end = _offset_span(text, path, len(text), len(text))
+    return Diagnostic(dg.EARLY_EOF, "unexpected end of file", end)
+
+
+def _token_text(token: Token) -> str:
+    value = str(token)
+    if len(value) > 20:
+        value = value[:17] + "..."
+    return f"'{value}'"
+
+
+# ---- tree -> ast ---------------------------------------------------------------------------
+
+
+def _span(path: str, meta: object) -> Span:
+    if getattr(meta, "empty", True):
+        return Span(path, 0, 0, 0, 0)
+    return Span(path, meta.line, meta.column, meta.end_line, meta.end_column)
+
+
+def _tok_span(path: str, tok: Token) -> Span:
+    return Span(path, tok.line, tok.column, tok.end_line or tok.line,
+                tok.end_column or tok.column + len(tok))
+
+
+def _exprs(items: list) -> tuple:
+    return tuple(i for i in items if isinstance(i, ast.Expr))
+
+
+@v_args(meta=True)
+class _ToAst(Transformer):
+    """One method per grammar rule; each builds the matching `ast` node with its span."""
+
+    def __init__(self, path: str):
+        super().__init__()
+        self.path = path
+
+    def _s(self, meta: object) -> Span:
+        return _span(self.path, meta)
+
+    # kernels
+    def start(self, meta, items):
+        return items
+
+    def kernel(self, meta, items):
+        name, *rest = items
+        params = tuple(i for i in rest if isinstance(i, ast.Param))
+        where = next((i for i in rest if isinstance(i, tuple) and i and i[0] == "where"), None)
+        launch = next(i for i in rest if isinstance(i, tuple) and i and i[0] == "launch")
+        body = rest[-1]
+        return ast.Kernel(self._s(meta), str(name), params, where[1] if where else (),
+                          launch[1], launch[2], body)
+
+    def param(self, meta, items):
+        name, dtype, *shape = items
+        return ast.Param(self._s(meta), str(name), str(dtype), tuple(shape))
+
+    def where_clause(self, meta, items):
+        return ("where", tuple(items))
+
+    def launch(self, meta, items):
+        return ("launch", items[0], items[1])
+
+    def grid_1d(self, meta, items):
+        return (items[0],)
+
+    def grid_nd(self, meta, items):
+        return tuple(i for i in items if i is not None)
+
+    def block(self, meta, items):
+        return ast.Block(self._s(meta), tuple(i for i in items if isinstance(i, ast.Stmt)))
+
+    # declarations
+    def const_decl(self, meta, items):
+        return ast.ConstDecl(self._s(meta), str(items[0]), items[1])
+
+    def tensormap_decl(self, meta, items):
+        name, tensor, *opts = items
+        box = swizzle = oob = None
+        for kind, value in opts:
+            if kind == "box":
+                box = value
+            elif kind == "swizzle":
+                swizzle = value
+            else:
+                oob = value
+        return ast.TensormapDecl(self._s(meta), str(name), str(tensor), box, swizzle, oob)
+
+    def tm_box(self, meta, items):
+        return ("box", tuple(items))
+
+    def tm_swizzle(self, meta, items):
+        return ("swizzle", str(items[0]))
+
+    def tm_oob(self, meta, items):
+        return ("oob", str(items[0]))
+
+    def shared_decl(self, meta, items):
+        name, dtype, *rest = items
+        shape = tuple(i for i in rest if isinstance(i, ast.Expr))
+        layout = next((i for i in rest if isinstance(i, (ast.CuteLayout, ast.LayoutApp))), None)
+        align_tok = next((i for i in rest if isinstance(i, Token) and i.type == "INT"), None)
+        align = int(align_tok) if align_tok is not None else None
+        return ast.SharedDecl(self._s(meta), str(name), str(dtype), shape, layout, align)
+
+    def mbarrier_decl(self, meta, items):
+        name = str(items[0])
+        exprs = [i for i in items[1:] if isinstance(i, ast.Expr)]
+        names = [str(i) for i in items[1:] if isinstance(i, Token)]
+        length, count = (exprs[0], exprs[1]) if len(exprs) == 2 else (None, exprs[0])
+        guards = names[0] if names else None
+        guard_index = names[1] if len(names) > 1 else None
+        return ast.MbarrierDecl(self._s(meta), name, length, count, guards, guard_index)
+
+    def cute_layout(self, meta, items):
+        return ast.CuteLayout(self._s(meta), items[0], items[1])
+
+    def layout_app(self, meta, items):
+        head = str(items[0])
+        if len(items) == 1:
+            return ast.LayoutApp(self._s(meta), head, None)
+        args = tuple(i for i in items[1:] if i is not None)
+        return ast.LayoutApp(self._s(meta), head, args)
+
+    def tup_int(self, meta, items):
+        return int(items[0])
+
+    def tup_nest(self, meta, items):
+        return tuple(items)
+
+    # scalar statements
+    def let_stmt(self, meta, items):
+        return ast.Let(self._s(meta), str(items[0]), items[1])
+
+    def var_decl(self, meta, items):
+        return ast.VarDecl(self._s(meta), str(items[0]), str(items[1]), items[2])
+
+    def assign_stmt(self, meta, items):
+        return ast.Assign(self._s(meta), str(items[0]), str(items[1]), items[2])
+
+    def store_stmt(self, meta, items):
+        name, *exprs = items
+        return ast.Store(self._s(meta), str(name), tuple(exprs[:-1]), exprs[-1])
+
+    def for_stmt(self, meta, items):
+        var, lo, hi, *rest = items
+        step = rest[0] if len(rest) == 2 else None
+        return ast.For(self._s(meta), str(var), lo, hi, step, rest[-1])
+
+    def if_stmt(self, meta, items):
+        cond, then, *rest = items
+        orelse = rest[0] if rest else None
+        return ast.If(self._s(meta), cond, then, orelse)
+
+    def role_stmt(self, meta, items):
+        name, threads, *rest = items
+        elect = any(isinstance(i, Token) and i.type == "ELECT_ONE" for i in rest)
+        return ast.Role(self._s(meta), str(name), threads, elect, rest[-1])
+
+    def ts_warp(self, meta, items):
+        return ast.ThreadSet(self._s(meta), "warp", items[0], None)
+
+    def ts_warps(self, meta, items):
+        return ast.ThreadSet(self._s(meta), "warps", items[0], items[1])
+
+    def ts_threads(self, meta, items):
+        return ast.ThreadSet(self._s(meta), "threads", items[0], items[1])
+
+    # synchronisation
+    def bar_ref(self, meta, items):
+        return ast.BarRef(self._s(meta), str(items[0]), items[1] if len(items) > 1 else None)
+
+    def buf_ref(self, meta, items):
+        return ast.BufRef(self._s(meta), str(items[0]), _exprs(items[1:]))
+
+    def init_stmt(self, meta, items):
+        return ast.Init(self._s(meta), items[0])
+
+    def fence_stmt(self, meta, items):
+        return ast.Fence(self._s(meta), str(items[0]))
+
+    def sync_stmt(self, meta, items):
+        return ast.Sync(self._s(meta))
+
+    def wait_stmt(self, meta, items):
+        return ast.Wait(self._s(meta), items[0], items[1])
+
+    def arrive_stmt(self, meta, items):
+        mode, tx = "each", None
+        for kind, value in items[1:]:
+            if kind == "tx":
+                tx = value
+            else:
+                mode = kind
+        return ast.Arrive(self._s(meta), items[0], mode, tx)
+
+    def arrive_one(self, meta, items):
+        return ("one", None)
+
+    def arrive_per_warp(self, meta, items):
+        return ("per_warp", None)
+
+    def arrive_tx(self, meta, items):
+        return ("tx", items[0])
+
+    def expect_tx_stmt(self, meta, items):
+        return ast.ExpectTx(self._s(meta), items[0], items[1])
+
+    def tma_load_stmt(self, meta, items):
+        dst, tmap, *rest = items
+        return ast.TmaLoad(self._s(meta), dst, str(tmap), tuple(rest[:-1]), rest[-1])
+
+    def tma_store_stmt(self, meta, items):
+        tmap, *rest = items
+        return ast.TmaStore(self._s(meta), str(tmap), tuple(rest[:-1]), rest[-1])
+
+    def commit_stmt(self, meta, items):
+        return ast.CommitGroup(self._s(meta))
+
+    def wait_group_stmt(self, meta, items):
+        read = len(items) > 1 and items[1] is not None
+        return ast.WaitGroup(self._s(meta), int(items[0]), read)
+
+    # expressions
+    def _chain(self, meta, items):
+        result = items[0]
+        for op, rhs in zip(items[1::2], items[2::2], strict=True):
+            span = Span(self.path, result.span.line, result.span.col, rhs.span.end_line,
+                        rhs.span.end_col)
+            result = ast.Binary(span, str(op), result, rhs)
+        return result
+
+    def or_expr(self, meta, items):
+        ops = [Token("OR", "||")] * (len(items) - 1)
+        return self._chain(meta, _interleave(items, ops))
+
+    def and_expr(self, meta, items):
+        ops = [Token("AND", "&&")] * (len(items) - 1)
+        return self._chain(meta, _interleave(items, ops))
+
+    def cmp_expr(self, meta, items):
+        return self._chain(meta, items)
+
+    sum_expr = _chain
+    product = _chain
+
+    def not_op(self, meta, items):
+        return ast.Unary(self._s(meta), "!", items[0])
+
+    def neg(self, meta, items):
+        return ast.Unary(self._s(meta), "-", items[0])
+
+    def int_lit(self, meta, items):
+        return ast.IntLit(self._s(meta), int(items[0]))
+
+    def float_lit(self, meta, items):
+        return ast.FloatLit(self._s(meta), str(items[0]))
+
+    def name_ref(self, meta, items):
+        return ast.Name(self._s(meta), str(items[0]))
+
+    def index_expr(self, meta, items):
+        return ast.Index(self._s(meta), str(items[0]), tuple(items[1:]))
+
+    def call(self, meta, items):
+        args = tuple(i for i in items[1:] if i is not None)
+        return ast.Call(self._s(meta), str(items[0]), args)
+
+    def block_idx(self, meta, items):
+        return ast.BlockIdx(self._s(meta), str(items[0]))
+
+
+def _interleave(values: list, ops: list) -> list:
+    out = [values[0]]
+    for op, value in zip(ops, values[1:], strict=True):
+        out += [op, value]
+    return out

@@ -1,0 +1,456 @@
+"""CuTe layouts: (shape : stride) functions from coordinates to offsets, and their algebra.
+
+A layout maps a coordinate (an int linear index, or a nested tuple congruent with -- or
+coarser than -- the shape) to an integer offset. The operations (coalesce, composition,
+complement, logical divide/product, inverses) follow the CuTe layout algebra as documented
+in CUTLASS (include/cute/layout.hpp, python/pycute) and the paper "Categorical Foundations
+for CuTe Layouts" (arXiv 2601.05972). The code is our own; where CuTe leaves a case
+undefined (e.g. a composition whose strides do not divide) we raise ValueError rather than
+return something silently wrong.
+
+`Swizzle(B, M, S)` is CuTe's XOR swizzle (include/cute/swizzle.hpp): the B bits starting at
+bit M + max(0, S) are XOR-ed into the B bits starting at bit M - min(0, S); a positive S
+moves the source bits down. `ComposedLayout(sw, L, offset)` is c -> sw(offset + L(c)).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from tilesafe.semantics.inttuple import (
+    IntTuple,
+    ceil_div,
+    check_int_tuple,
+    congruent,
+    crd2idx,
+    flatten,
+    format_int_tuple,
+    is_int,
+    is_tuple,
+    parse_int_tuple,
+    prefix_product,
+    product,
+    weakly_congruent,
+)
+from tilesafe.semantics.inttuple import depth as _depth
+from tilesafe.semantics.inttuple import rank as _rank
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A CuTe layout. `stride=None` means the compact colexicographic (column-major) strides."""
+
+    shape: IntTuple
+    stride: IntTuple = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        shape = check_int_tuple(self.shape)
+        stride = prefix_product(shape) if self.stride is None else check_int_tuple(self.stride)
+        if not congruent(shape, stride):
+            raise ValueError(
+                f"shape {format_int_tuple(shape)} and stride {format_int_tuple(stride)} "
+                "are not congruent"
+            )
+        if any(s < 1 for s in flatten(shape)):
+            raise ValueError(f"shape extents must be >= 1: {format_int_tuple(shape)}")
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "stride", stride)
+
+    # --- basic queries -------------------------------------------------------------------
+    def size(self) -> int:
+        """Number of coordinates in the domain."""
+        return product(self.shape)
+
+    def cosize(self) -> int:
+        """One past the largest offset (for non-negative strides this is CuTe's L(size-1)+1)."""
+        hi = sum((s - 1) * d for s, d in zip(flatten(self.shape), flatten(self.stride)) if d > 0)
+        return hi + 1
+
+    def rank(self) -> int:
+        return _rank(self.shape)
+
+    def depth(self) -> int:
+        return _depth(self.shape)
+
+    def __len__(self) -> int:
+        return self.rank()
+
+    def __getitem__(self, i: int) -> Layout:
+        """The i-th top-level mode as a layout."""
+        if is_int(self.shape):
+            if i != 0:
+                raise IndexError(i)
+            return self
+        return Layout(self.shape[i], self.stride[i])  # type: ignore[index]
+
+    def modes(self) -> tuple[Layout, ...]:
+        return tuple(self[i] for i in range(self.rank()))
+
+    def flat(self) -> Layout:
+        """Same function, one mode per leaf."""
+        fs, fd = flatten(self.shape), flatten(self.stride)
+        if len(fs) == 1:
+            return Layout(fs[0], fd[0])
+        return Layout(fs, fd)
+
+    def __call__(self, coord: IntTuple) -> int:
+        """Offset of a linear index or a (possibly coarser) nested coordinate."""
+        coord = check_int_tuple(coord)
+        if not weakly_congruent(coord, self.shape):
+            raise ValueError(
+                f"coordinate {format_int_tuple(coord)} does not fit shape "
+                f"{format_int_tuple(self.shape)}"
+            )
+        return crd2idx(coord, self.shape, self.stride)
+
+    def is_injective(self) -> bool:
+        """Brute force: distinct offsets for all coordinates (use for small layouts/tests)."""
+        seen = {self(i) for i in range(self.size())}
+        return len(seen) == self.size()
+
+    def __str__(self) -> str:
+        return f"{format_int_tuple(self.shape)}:{format_int_tuple(self.stride)}"
+
+
+def make_layout(*layouts: Layout | Iterable[Layout]) -> Layout:
+    """Concatenate layouts as the modes of a new layout: make_layout(A, B) = (A, B)."""
+    items: list[Layout]
+    if len(layouts) == 1 and not isinstance(layouts[0], Layout):
+        items = list(layouts[0])  # type: ignore[arg-type]
+    else:
+        items = list(layouts)  # type: ignore[arg-type]
+    return Layout(tuple(x.shape for x in items), tuple(x.stride for x in items))
+
+
+def _from_lists(shapes: list[int], strides: list[int]) -> Layout:
+    if not shapes:
+        return Layout(1, 0)
+    if len(shapes) == 1:
+        return Layout(shapes[0], strides[0])
+    return Layout(tuple(shapes), tuple(strides))
+
+
+def coalesce(layout: Layout) -> Layout:
+    """Fewest flat modes computing the same function on the linear index domain."""
+    shapes: list[int] = []
+    strides: list[int] = []
+    for s, d in zip(flatten(layout.shape), flatten(layout.stride)):
+        if s == 1:
+            continue
+        if shapes and shapes[-1] * strides[-1] == d:
+            shapes[-1] *= s
+        else:
+            shapes.append(s)
+            strides.append(d)
+    return _from_lists(shapes, strides)
+
+
+def filter_zeros(layout: Layout) -> Layout:
+    """Drop stride-0 and size-1 modes (the 'image-relevant' part), then coalesce."""
+    pairs = [
+        (s, d) for s, d in zip(flatten(layout.shape), flatten(layout.stride)) if s != 1 and d != 0
+    ]
+    return coalesce(_from_lists([s for s, _ in pairs], [d for _, d in pairs]))
+
+
+
+
+def _as_layout(b: Layout | int) -> Layout:
+    return b if isinstance(b, Layout) else Layout(b, 1)
+
+
+def composition(a: Layout, b: object) -> Layout:
+    """R = A o B with R(c) == A(B(c)) for every coordinate c of B (CuTe composition).
+
+    `b` is a Layout, an int n (meaning n:1), or a tuple of those (None keeps A's mode): a
+    tuple applies mode-by-mode to A's top-level modes. The result has B's profile. Raises
+    ValueError when B's strides/shapes do not divide A's shapes (CuTe's admissibility).
+    """
+    if b is None:
+        return a
+    if isinstance(b, tuple):
+        if len(b) > a.rank():
+            raise ValueError(f"tiler of rank {len(b)} longer than layout rank {a.rank()}")
+        parts = [composition(a[i], b[i]) for i in range(len(b))]
+        parts += [a[i] for i in range(len(b), a.rank())]
+        return make_layout(parts)
+    b = _as_layout(b)  # type: ignore[arg-type]
+    if is_tuple(b.shape):
+        return make_layout([composition(a, m) for m in b.modes()])
+    bs, bd = b.shape, b.stride
+    if bd == 0:  # type: ignore[comparison-overlap]
+        return Layout(bs, 0)
+    if bd < 0:  # type: ignore[operator]
+        raise ValueError(f"composition with a negative stride is not supported: {b}")
+    flat_a = coalesce(a)
+    a_shapes, a_strides = flatten(flat_a.shape), flatten(flat_a.stride)
+    shapes: list[int] = []
+    strides: list[int] = []
+    rest_shape, rest_stride = bs, bd
+    for s, d in zip(a_shapes[:-1], a_strides[:-1]):
+        if rest_shape == 1:  # type: ignore[comparison-overlap]
+            break
+        if rest_stride % s == 0:  # type: ignore[operator]
+            rest_stride //= s  # type: ignore[operator]
+            continue
+        if s % rest_stride != 0:  # type: ignore[operator]
+            raise ValueError(
+                f"composition {a} o {b}: stride {rest_stride} and mode extent {s} "
+                "do not divide each other"
+            )
+        avail = s // rest_stride  # type: ignore[operator]
+        take = min(avail, rest_shape)  # type: ignore[type-var]
+        if take < rest_shape and rest_shape % take != 0:  # type: ignore[operator]
+            raise ValueError(
+                f"composition {a} o {b}: remaining extent {rest_shape} is not a multiple "
+                f"of {take}"
+            )
+        shapes.append(take)  # type: ignore[arg-type]
+        strides.append(rest_stride * d)  # type: ignore[operator]
+        rest_shape //= take  # type: ignore[operator]
+        rest_stride = 1
+    if rest_shape != 1 or not shapes:  # type: ignore[comparison-overlap]
+        shapes.append(rest_shape)  # type: ignore[arg-type]
+        strides.append(rest_stride * a_strides[-1])  # type: ignore[operator]
+    return coalesce(_from_lists(shapes, strides))
+
+
+def complement(layout: Layout, cotarget: int | None = None) -> Layout:
+    """C such that (layout, C) is injective and its image is [0, size(layout)*size(C)).
+
+    size(layout)*size(C) >= cotarget (default: cosize(layout)). Raises ValueError when the
+    layout's images overlap or its strides do not nest (no such layout C exists).
+    """
+    if cotarget is None:
+        cotarget = layout.cosize()
+    pairs = sorted(
+        (d, s) for s, d in zip(flatten(layout.shape), flatten(layout.stride)) if s != 1 and d != 0
+    )
+    if any(d < 0 for d, _ in pairs):
+        raise ValueError(f"complement of a layout with negative strides: {layout}")
+    shapes: list[int] = []
+    strides: list[int] = []
+    current = 1
+    for d, s in pairs:
+        if d % current != 0:
+            raise ValueError(
+                f"complement({layout}): stride {d} is not a multiple of {current}; "
+                "the layout's images overlap or do not nest"
+            )
+        shapes.append(d // current)
+        strides.append(current)
+        current = s * d
+    shapes.append(ceil_div(cotarget, current))
+    strides.append(current)
+    return coalesce(_from_lists(shapes, strides))
+
+
+def logical_divide(a: Layout, b: object) -> Layout:
+    """Split A into (tile, rest): A o (B, complement(B, size(A))). Tuples go mode-by-mode."""
+    if b is None:
+        return a
+    if isinstance(b, tuple):
+        if len(b) > a.rank():
+            raise ValueError(f"tiler of rank {len(b)} longer than layout rank {a.rank()}")
+        parts = [logical_divide(a[i], b[i]) for i in range(len(b))]
+        parts += [a[i] for i in range(len(b), a.rank())]
+        return make_layout(parts)
+    b = _as_layout(b)  # type: ignore[arg-type]
+    return composition(a, make_layout(b, complement(b, a.size())))
+
+
+def zipped_divide(a: Layout, b: tuple[object, ...]) -> Layout:
+    """logical_divide by modes, then gather ((tiles...), (rests...))."""
+    split = logical_divide(a, b)
+    n = len(b)
+    tiles = [split[i][0] for i in range(n)]
+    rests = [split[i][1] for i in range(n)] + [split[i] for i in range(n, split.rank())]
+    return make_layout(make_layout(tiles), make_layout(rests))
+
+
+def logical_product(a: Layout, b: object) -> Layout:
+    """Repeat A over B: (A, complement(A, size(A)*cosize(B)) o B). Tuples go mode-by-mode."""
+    if b is None:
+        return a
+    if isinstance(b, tuple):
+        if len(b) > a.rank():
+            raise ValueError(f"tiler of rank {len(b)} longer than layout rank {a.rank()}")
+        parts = [logical_product(a[i], b[i]) for i in range(len(b))]
+        parts += [a[i] for i in range(len(b), a.rank())]
+        return make_layout(parts)
+    b = _as_layout(b)  # type: ignore[arg-type]
+    return make_layout(a, composition(complement(a, a.size() * b.cosize()), b))
+
+
+def right_inverse(layout: Layout) -> Layout:
+    """The largest R (CuTe right_inverse) with layout(R(i)) == i for all i < size(R).
+
+    R always exists (it may be trivial, size 1); its result values are linear indices into
+    `layout`'s domain.
+    """
+    fs, fd = flatten(layout.shape), flatten(layout.stride)
+    colex = flatten(prefix_product(layout.shape))
+    shapes: list[int] = []
+    strides: list[int] = []
+    used = [False] * len(fs)
+    current = 1
+    while True:
+        for j, (s, d) in enumerate(zip(fs, fd)):
+            if not used[j] and s > 1 and d == current:
+                used[j] = True
+                shapes.append(s)
+                strides.append(colex[j])
+                current = s * d
+                break
+        else:
+            break
+    return coalesce(_from_lists(shapes, strides))
+
+
+def left_inverse(layout: Layout) -> Layout:
+    """L with L(layout(i)) == i for every i < size(layout); ValueError if none is a layout.
+
+    Exists when the layout is injective and its strides nest (it has a complement).
+    """
+    if any(s > 1 and d == 0 for s, d in zip(flatten(layout.shape), flatten(layout.stride))):
+        raise ValueError(f"left_inverse({layout}): a stride-0 mode makes it non-injective")
+    try:
+        whole = make_layout(layout, complement(layout))
+    except ValueError as exc:
+        raise ValueError(f"left_inverse({layout}) does not exist: {exc}") from exc
+    inv = right_inverse(whole)
+    if inv.size() < whole.size():
+        raise ValueError(f"left_inverse({layout}) does not exist: the layout is not invertible")
+    return inv
+
+
+# --- swizzles ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Swizzle:
+    """CuTe Swizzle<B, M, S>: offset ^ ((offset & yyy_mask) >> S), S < 0 shifting left."""
+
+    bits: int
+    base: int
+    shift: int
+
+    def __post_init__(self) -> None:
+        if self.bits < 0 or self.base < 0:
+            raise ValueError(f"Swizzle<{self.bits},{self.base},{self.shift}>: B, M must be >= 0")
+        if abs(self.shift) < self.bits:
+            raise ValueError(
+                f"Swizzle<{self.bits},{self.base},{self.shift}>: |S| must be >= B "
+                "(else the XOR is not an involution)"
+            )
+
+    @property
+    def yyy_mask(self) -> int:
+        """Source bits (read)."""
+        return ((1 << self.bits) - 1) << (self.base + max(0, self.shift))
+
+    @property
+    def zzz_mask(self) -> int:
+        """Target bits (flipped)."""
+        return ((1 << self.bits) - 1) << (self.base - min(0, self.shift))
+
+    @property
+    def period(self) -> int:
+        """The pattern repeats every `period` offsets: 2**(highest touched bit + 1)."""
+        top = self.base + max(0, self.shift) + self.bits if self.shift >= 0 else (
+            self.base - self.shift + self.bits
+        )
+        return 1 << top if self.bits else 1
+
+    def is_identity(self) -> bool:
+        return self.bits == 0
+
+    def __call__(self, offset: int) -> int:
+        moved = offset & self.yyy_mask
+        moved = moved >> self.shift if self.shift >= 0 else moved << -self.shift
+        return offset ^ moved
+
+    def __str__(self) -> str:
+        return f"Sw<{self.bits},{self.base},{self.shift}>"
+
+
+@dataclass(frozen=True)
+class ComposedLayout:
+    """swizzle o offset o layout: c -> swizzle(offset + layout(c))."""
+
+    swizzle: Swizzle
+    layout: Layout
+    offset: int = 0
+
+    @property
+    def shape(self) -> IntTuple:
+        return self.layout.shape
+
+    def size(self) -> int:
+        return self.layout.size()
+
+    def rank(self) -> int:
+        return self.layout.rank()
+
+    def cosize(self) -> int:
+        """One past the largest swizzled offset."""
+        inner = self.offset + self.layout.cosize()
+        if self.offset == 0 and inner % self.swizzle.period == 0 and all(
+            d >= 0 for d in flatten(self.layout.stride)
+        ):
+            return inner  # a whole number of periods maps onto itself
+        return max(self(i) for i in range(self.size())) + 1
+
+    def __call__(self, coord: IntTuple) -> int:
+        return self.swizzle(self.offset + self.layout(coord))
+
+    def __getitem__(self, i: int) -> ComposedLayout:
+        return ComposedLayout(self.swizzle, self.layout[i], self.offset)
+
+    def __str__(self) -> str:
+        return f"{self.swizzle} o {self.offset} o {self.layout}"
+
+
+def compose_any(a: Layout | ComposedLayout | Swizzle, b: object) -> Layout | ComposedLayout:
+    """Composition that also accepts a swizzled outer layout or a bare Swizzle on the left."""
+    if isinstance(a, Swizzle):
+        return ComposedLayout(a, _as_layout(b) if not isinstance(b, Layout) else b)
+    if isinstance(a, ComposedLayout):
+        return ComposedLayout(a.swizzle, composition(a.layout, b), a.offset)
+    return composition(a, b)
+
+
+# --- parsing -----------------------------------------------------------------------------
+
+_SWZ = re.compile(r"^\s*Sw\s*<\s*(-?\d+)\s*,\s*(-?\d+)\s*,\s*(-?\d+)\s*>\s*o\s*(.*)$", re.S)
+
+
+def parse_cute(text: str) -> Layout | ComposedLayout:
+    """Parse CuTe's printed syntax.
+
+    Accepts `((2,4),3):((1,8),2)`, `(64,64):(64,1)`, `8:1`, a bare shape `(4,8)` (compact
+    strides), static-int underscores `(_8,_64):(_64,_1)`, and swizzled layouts
+    `Sw<3,4,3> o (8,64):(64,1)` or `Sw<3,4,3> o _0 o (8,64):(64,1)`.
+    """
+    m = _SWZ.match(text)
+    if m:
+        sw = Swizzle(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        rest = m.group(4).strip()
+        offset = 0
+        parts = [p.strip() for p in rest.split(" o ")]
+        if len(parts) == 2:
+            offset = int(parts[0].lstrip("_"))
+            rest = parts[1]
+        elif len(parts) != 1:
+            raise ValueError(f"cannot parse composed layout {text!r}")
+        inner = parse_cute(rest)
+        if not isinstance(inner, Layout):
+            raise ValueError(f"nested swizzles are not supported: {text!r}")
+        return ComposedLayout(sw, inner, offset)
+    body = text.strip()
+    if ":" in body:
+        shape_txt, stride_txt = body.split(":", 1)
+        return Layout(parse_int_tuple(shape_txt), parse_int_tuple(stride_txt))
+    return Layout(parse_int_tuple(body))
