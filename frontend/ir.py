@@ -35,10 +35,12 @@ class LayoutTerm:
             return f"{_tup(self.args[0])}:{_tup(self.args[1])}"
         if not self.args:
             return self.head
-        return f"{self.head}({', '.join(_tup(a) if not isinstance(a, LayoutTerm) else str(a) for a in self.args)})"
+        return f"{self.head}({', '.join(_tup(a) for a in self.args)})"
 
 
 def _tup(value: object) -> str:
+    if isinstance(value, LayoutTerm):
+        return str(value)
     if isinstance(value, tuple):
         return "(" + ",".join(_tup(v) for v in value) + ")"
     return str(value)

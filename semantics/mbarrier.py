@@ -140,11 +140,6 @@ class MbarrierState:
         return self.test_wait_parity(token)
 
     # -- helpers ------------------------------------------------------------------------------
-    @property
-    def phase_complete_possible(self) -> bool:
-        """True iff nothing but more arrivals / completions are needed (for explorers)."""
-        return self.initialized and (self.pending > 0 or self.tx != 0)
-
     def _require_init(self, op: str) -> None:
         if not self.initialized:
             raise MbarrierError("TS410", f"{op} on an uninitialised mbarrier")

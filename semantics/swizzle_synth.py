@@ -223,10 +223,7 @@ def evaluate(
     """Brute-force cost of every access instance under ``swizzle`` (None = identity)."""
     reports: list[InstanceReport] = []
     for inst in instances(tile, patterns, target):
-        addrs = [
-            None if a is None or swizzle is None and False else (a if swizzle is None else swizzle.apply(a))
-            for a in inst.addrs
-        ]
+        addrs = [a if a is None or swizzle is None else swizzle.apply(a) for a in inst.addrs]
         phases, n_banks, merge = _model(target, inst.width_bytes, inst.op)
         rep = banks.count_wavefronts(addrs, inst.width_bytes, phases, n_banks, merge)
         reports.append(InstanceReport(inst.name, inst.iteration, rep))
@@ -406,7 +403,7 @@ def _rowxor_candidates(
 
         def swz(addr: int, cols: list[z3.BitVecRef] = cols, m_log2: int = m_log2) -> z3.BitVecRef:
             row = addr // tile.row_bytes
-            t: z3.BitVecRef = z3.BitVecVal(0, len(cols) and cols[0].size())
+            t: z3.BitVecRef = z3.BitVecVal(0, cols[0].size())
             for j, c in enumerate(cols):
                 if (row >> j) & 1:
                     t = t ^ c
@@ -458,7 +455,7 @@ def synthesize(
     if not cands:
         return SynthResult("none", None, None, baseline, why)
 
-    lits = {id(c): {} for c in cands}  # type: dict[int, dict[int, list[z3.BoolRef]]]
+    lits: dict[int, dict[int, list[z3.BoolRef]]] = {id(c): {} for c in cands}
 
     def attempt(k: int) -> tuple[str, _Candidate | None, list[str]]:
         """sat with some candidate / unsat for all (core of the last) / unknown."""

@@ -234,10 +234,16 @@ def _dtype_violations(spec: TensorMapSpec) -> list[RuleViolation]:
     size, is_float = DTYPES[spec.dtype]
     out = []
     if spec.elem_bytes != size:
-        out.append(_v("TS508", "dtype-size", f"{spec.dtype} is {size} bytes, not {spec.elem_bytes}"))
+        out.append(
+            _v("TS508", "dtype-size", f"{spec.dtype} is {size} bytes, not {spec.elem_bytes}")
+        )
     if spec.oob_fill == "nan" and not is_float:
         out.append(
-            _v("TS512", "oob-nan-float", f"NaN out-of-bounds fill needs a float type, not {spec.dtype}")
+            _v(
+                "TS512",
+                "oob-nan-float",
+                f"NaN out-of-bounds fill needs a float type, not {spec.dtype}",
+            )
         )
     return out
 
@@ -254,7 +260,13 @@ def _shape_violations(spec: TensorMapSpec) -> list[RuleViolation]:
         ("element_strides", spec.element_strides, spec.rank),
     ):
         if len(arr) != want:
-            out.append(_v("TS514", "arity", f"{name} has {len(arr)} entries; rank {spec.rank} needs {want}"))
+            out.append(
+                _v(
+                    "TS514",
+                    "arity",
+                    f"{name} has {len(arr)} entries; rank {spec.rank} needs {want}",
+                )
+            )
     return out
 
 
@@ -273,10 +285,16 @@ def static_violations(
         return tuple(out)
     if spec.interleave != "none" and spec.interleave in INTERLEAVES:
         if spec.rank < 3:
-            out.append(_v("TS509", "interleave-rank", f"interleave needs rank >= 3, not {spec.rank}"))
+            out.append(
+                _v("TS509", "interleave-rank", f"interleave needs rank >= 3, not {spec.rank}")
+            )
         if spec.interleave == "32B" and spec.swizzle != "32B":
             out.append(
-                _v("TS509", "interleave-swizzle", f"32B interleave needs the 32B swizzle, not {spec.swizzle}")
+                _v(
+                    "TS509",
+                    "interleave-swizzle",
+                    f"32B interleave needs the 32B swizzle, not {spec.swizzle}",
+                )
             )
     for i, b in enumerate(spec.box_dims):
         if not 1 <= b <= MAX_BOX_DIM:
@@ -284,13 +302,21 @@ def static_violations(
     for i, e in enumerate(spec.element_strides):
         if not 1 <= e <= MAX_ELEMENT_STRIDE:
             out.append(
-                _v("TS507", "element-stride", f"element_strides[{i}] = {e} is outside 1..{MAX_ELEMENT_STRIDE}")
+                _v(
+                    "TS507",
+                    "element-stride",
+                    f"element_strides[{i}] = {e} is outside 1..{MAX_ELEMENT_STRIDE}",
+                )
             )
     inner = spec.box_dims[0] * spec.elem_bytes
     if spec.interleave == "none":
         if inner % 16 != 0:
             out.append(
-                _v("TS503", "inner-box-16B", f"inner box row is {inner} bytes, not a multiple of 16")
+                _v(
+                    "TS503",
+                    "inner-box-16B",
+                    f"inner box row is {inner} bytes, not a multiple of 16",
+                )
             )
         span = SWIZZLE_SPAN.get(spec.swizzle, 0)
         if span and inner > span:
@@ -324,11 +350,20 @@ def operand_rules(spec: TensorMapSpec) -> tuple[OperandRule, ...]:
     ]
     rules += [
         OperandRule(
-            "TS505", "global-stride", "global_stride", k, None, STRIDE_LIMIT - 1, stride_mod, DRIVER_API
+            "TS505",
+            "global-stride",
+            "global_stride",
+            k,
+            None,
+            STRIDE_LIMIT - 1,
+            stride_mod,
+            DRIVER_API,
         )
         for k in range(max(0, rank - 1))
     ]
-    rules.append(OperandRule("TS506", "global-align", "global_address", 0, None, None, addr_mod, DRIVER_API))
+    rules.append(
+        OperandRule("TS506", "global-align", "global_address", 0, None, None, addr_mod, DRIVER_API)
+    )
     return tuple(rules)
 
 
@@ -350,7 +385,11 @@ def admissibility(
     for rule in operand_rules(spec):
         value = _operand_value(spec, rule)
         if not rule.holds(value):
-            out.append(RuleViolation(rule.code, rule.rule, f"{rule.describe()}; it is {value}", rule.citation))
+            out.append(
+                RuleViolation(
+                    rule.code, rule.rule, f"{rule.describe()}; it is {value}", rule.citation
+                )
+            )
     return tuple(out)
 
 
@@ -483,7 +522,9 @@ def synthesize(
             reasons.append(f"{mode}: inner box row is {inner} bytes, not a multiple of 16 (TS503)")
             continue
         if span and inner > span:
-            reasons.append(f"{mode}: inner box row is {inner} bytes, wider than the {span}-byte span (TS504)")
+            reasons.append(
+                f"{mode}: inner box row is {inner} bytes, wider than the {span}-byte span (TS504)"
+            )
             continue
         mismatch = None
         for c in itertools.product(*(range(d) for d in box_dims)):
@@ -496,7 +537,9 @@ def synthesize(
             fits.append(mode)
         else:
             c, want, got = mismatch
-            reasons.append(f"{mode}: element {c} is at byte {want} in the layout but the copy writes byte {got}")
+            reasons.append(
+                f"{mode}: element {c} is at byte {want} in the layout but the copy writes byte {got}"
+            )
     if fits:
         return SwizzleChoice(fits[0], tuple(fits[1:]))
     return NoSwizzleFits(tuple(reasons))
