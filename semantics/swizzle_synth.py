@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import z3
-
 from tilesafe.semantics import banks
 
 Target = Literal["nvidia", "cdna3", "cdna4"]
@@ -173,7 +172,9 @@ class SynthResult:
 # ---------------------------------------------------------------------------------------------
 
 
-def _model(target: Target, width: int, op: banks.Op) -> tuple[tuple[tuple[int, ...], ...], int, banks.Merge]:
+def _model(
+    target: Target, width: int, op: banks.Op
+) -> tuple[tuple[tuple[int, ...], ...], int, banks.Merge]:
     if target == "nvidia":
         return banks.phases_nvidia(width), banks.NVIDIA_BANKS, "word"
     arch: banks.AmdArch = "cdna3" if target == "cdna3" else "cdna4"
@@ -187,7 +188,9 @@ def _lanes(target: Target) -> int:
     return banks.NVIDIA_WARP if target == "nvidia" else banks.AMD_WAVE
 
 
-def instances(tile: Tile, patterns: Sequence[AccessPattern], target: Target = "nvidia") -> list[Instance]:
+def instances(
+    tile: Tile, patterns: Sequence[AccessPattern], target: Target = "nvidia"
+) -> list[Instance]:
     """Expand patterns over lanes and iterations into concrete, validated addresses."""
     out: list[Instance] = []
     for pat in patterns:
@@ -203,7 +206,9 @@ def instances(tile: Tile, patterns: Sequence[AccessPattern], target: Target = "n
                     continue
                 row, col = rc
                 if not (0 <= row < tile.rows and 0 <= col < tile.cols):
-                    raise ValueError(f"{pat.name}[it={it}] lane {lane}: ({row}, {col}) outside tile")
+                    raise ValueError(
+                        f"{pat.name}[it={it}] lane {lane}: ({row}, {col}) outside tile"
+                    )
                 if col * tile.elem_bytes + w > tile.row_bytes:
                     raise ValueError(f"{pat.name}[it={it}] lane {lane}: vector crosses the row end")
                 addr = tile.offset(row, col)
@@ -261,7 +266,9 @@ class _PhaseGroup:
     window_log2: int  # log2(n_banks * 4): bank group = addr bits [unit_log2, window_log2)
 
 
-def _phase_groups(tile: Tile, patterns: Sequence[AccessPattern], target: Target) -> list[_PhaseGroup]:
+def _phase_groups(
+    tile: Tile, patterns: Sequence[AccessPattern], target: Target
+) -> list[_PhaseGroup]:
     groups: list[_PhaseGroup] = []
     for inst in instances(tile, patterns, target):
         phases, n_banks, merge = _model(target, inst.width_bytes, inst.op)
@@ -310,15 +317,11 @@ class _Encoding:
         """Constraints 'at most k distinct accesses per bank group' for each phase."""
         out: list[z3.BoolRef] = []
         for g in groups:
-            terms = [
-                z3.Extract(g.window_log2 - 1, a.unit_log2, swz(a.addr)) for a in g.accesses
-            ]
+            terms = [z3.Extract(g.window_log2 - 1, a.unit_log2, swz(a.addr)) for a in g.accesses]
             if k == 1:
                 cons = z3.Distinct(*terms)
             else:
-                cons = z3.And(
-                    [z3.PbLe([(t == u, 1) for u in terms], k) for t in terms]
-                )
+                cons = z3.And([z3.PbLe([(t == u, 1) for u in terms], k) for t in terms])
             lit = z3.Bool(f"grp!{g.label}!{k}")
             self.trackers[f"{g.label}#{k}"] = lit
             self.solver.add(z3.Implies(lit, cons))
@@ -345,7 +348,9 @@ class _Candidate:
     note: str
 
 
-def _cute_candidates(tile: Tile, min_unit_log2: int, timeout_ms: int) -> tuple[list[_Candidate], str]:
+def _cute_candidates(
+    tile: Tile, min_unit_log2: int, timeout_ms: int
+) -> tuple[list[_Candidate], str]:
     n = tile.nbytes
     addr_bits = max(n - 1, 1).bit_length()
     width = addr_bits + 8
@@ -442,7 +447,9 @@ def synthesize(
     baseline = worst_degree(evaluate(tile, patterns, None, target))
     insts = instances(tile, patterns, target)
     if baseline <= 1:
-        return SynthResult("identity", None, baseline, baseline, "the unswizzled layout is already conflict-free")
+        return SynthResult(
+            "identity", None, baseline, baseline, "the unswizzled layout is already conflict-free"
+        )
     min_unit = max([banks.WORD_BYTES, tile.elem_bytes] + [i.width_bytes for i in insts])
     min_unit_log2 = min_unit.bit_length() - 1
     groups = _phase_groups(tile, patterns, target)
@@ -494,7 +501,10 @@ def synthesize(
             return SynthResult("unknown", None, None, baseline, "solver timeout before a verdict")
         summary = "; ".join(dict.fromkeys(last_core)) or "(empty core)"
         return SynthResult(
-            "none", None, None, baseline,
+            "none",
+            None,
+            None,
+            baseline,
             f"no {family} swizzle lowers the worst conflict degree below {baseline}; "
             f"unsat core: {summary}",
         )
@@ -516,4 +526,6 @@ def synthesize(
     if achieved > k or not is_bijection(tile, swizzle):
         raise AssertionError(f"encoding bug: {swizzle} claimed degree {k}, brute force {achieved}")
     note = "" if k == 1 else f" (degree 1 is unsat; best achievable in the family is {k})"
-    return SynthResult("found", swizzle, achieved, baseline, f"{swizzle}: degree {baseline} -> {achieved}{note}")
+    return SynthResult(
+        "found", swizzle, achieved, baseline, f"{swizzle}: degree {baseline} -> {achieved}{note}"
+    )

@@ -332,7 +332,7 @@ def static_violations(
             _v(
                 "TS510",
                 "smem-align",
-                f"shared destination aligned to {smem_base_alignment} bytes; TMA needs {SMEM_ALIGNMENT}",
+                f"shared destination is {smem_base_alignment}-aligned; TMA needs {SMEM_ALIGNMENT}",
                 PROG_GUIDE_SWIZZLE,
             )
         )
@@ -538,7 +538,7 @@ def synthesize(
         else:
             c, want, got = mismatch
             reasons.append(
-                f"{mode}: element {c} is at byte {want} in the layout but the copy writes byte {got}"
+                f"{mode}: element {c} is at byte {want} in the layout; the copy writes byte {got}"
             )
     if fits:
         return SwizzleChoice(fits[0], tuple(fits[1:]))
