@@ -23,7 +23,9 @@ class CheckOptions:
 CheckFn = Callable[[ir.Kernel, CheckOptions], list[Obligation]]
 
 # name -> module path. Order is report order.
-CHECKERS: dict[str, str] = {}
+CHECKERS: dict[str, str] = {
+    "access": "tilesafe.checkers.access",
+}
 
 
 def load(name: str) -> CheckFn:

@@ -29,6 +29,12 @@ def parse(text: str, path: str = "<input>") -> ast.Module:
     try:
         tree = _parser().parse(text)
     except lark.exceptions.UnexpectedInput as err:
+        unclosed = _unclosed_comment(text)
+        if unclosed is not None and _error_offset(err, text) >= unclosed:
+            span = _offset_span(text, path, unclosed, unclosed + 2)
+            diag = Diagnostic(dg.EARLY_EOF, "unterminated block comment", span,
+                              hint="the comment opened here never closes: add '*/'")
+            raise DiagnosticError([diag]) from None
         raise DiagnosticError([_syntax_diagnostic(err, text, path)]) from None
     kernels = _ToAst(path).transform(tree)
     comments = tuple(
@@ -36,6 +42,29 @@ def parse(text: str, path: str = "<input>") -> ast.Module:
         for m in _COMMENT.finditer(text)
     )
     return ast.Module(path, tuple(kernels), comments)
+
+
+_COMMENT_OR_OPEN = re.compile(r"//[^\n]*|/\*.*?\*/|/\*", re.S)
+
+
+def _unclosed_comment(text: str) -> int | None:
+    """Offset of a `/*` that no `*/` closes (everything after it is inside the comment, so
+    the parser's complaint about the next token would point at the wrong thing)."""
+    for m in _COMMENT_OR_OPEN.finditer(text):
+        if m.group(0) == "/*":
+            return m.start()
+    return None
+
+
+def _error_offset(err: lark.exceptions.UnexpectedInput, text: str) -> int:
+    if isinstance(err, lark.exceptions.UnexpectedToken) and err.token.type == "$END":
+        return len(text)
+    pos = getattr(err, "pos_in_stream", None)
+    if isinstance(pos, int):
+        return pos
+    token = getattr(err, "token", None)
+    start = getattr(token, "start_pos", None)
+    return start if isinstance(start, int) else len(text)
 
 
 def _offset_span(text: str, path: str, start: int, end: int) -> Span:

@@ -287,6 +287,10 @@ class _KernelResolver:
     def _misplaced_decl(self, s: ast.Stmt) -> None:
         self.error(dg.MISPLACED, "declarations belong at the top level of the kernel body",
                    s.span)
+        # Declare it anyway, so that its uses do not cascade into "unknown name" errors.
+        declare = {ast.ConstDecl: self.const_decl, ast.TensormapDecl: self.tensormap_decl,
+                   ast.SharedDecl: self.shared_decl, ast.MbarrierDecl: self.mbarrier_decl}
+        declare[type(s)](s)
 
     s_ConstDecl = s_TensormapDecl = s_SharedDecl = s_MbarrierDecl = _misplaced_decl
 
@@ -297,7 +301,7 @@ class _KernelResolver:
         if not self.declare_check(s.name, s.span):
             return None
         uid = self.fresh()
-        affine = value.type is INT and _affine(value)
+        affine = value.type is INT and _affine(value, self.affine_local)
         self.scopes[-1][s.name] = _Local(uid, value.type, False, affine)
         return ir.Let(s.span, uid, s.name, value)
 

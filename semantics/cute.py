@@ -38,6 +38,11 @@ from tilesafe.semantics.inttuple import depth as _depth
 from tilesafe.semantics.inttuple import rank as _rank
 
 
+def _leaves(layout: Layout) -> list[tuple[int, int]]:
+    """(extent, stride) of every leaf mode."""
+    return list(zip(flatten(layout.shape), flatten(layout.stride), strict=True))
+
+
 @dataclass(frozen=True)
 class Layout:
     """A CuTe layout. `stride=None` means the compact colexicographic (column-major) strides."""
@@ -65,7 +70,7 @@ class Layout:
 
     def cosize(self) -> int:
         """One past the largest offset (for non-negative strides this is CuTe's L(size-1)+1)."""
-        hi = sum((s - 1) * d for s, d in zip(flatten(self.shape), flatten(self.stride)) if d > 0)
+        hi = sum((s - 1) * d for s, d in _leaves(self) if d > 0)
         return hi + 1
 
     def rank(self) -> int:
@@ -136,7 +141,7 @@ def coalesce(layout: Layout) -> Layout:
     """Fewest flat modes computing the same function on the linear index domain."""
     shapes: list[int] = []
     strides: list[int] = []
-    for s, d in zip(flatten(layout.shape), flatten(layout.stride)):
+    for s, d in _leaves(layout):
         if s == 1:
             continue
         if shapes and shapes[-1] * strides[-1] == d:
@@ -147,10 +152,28 @@ def coalesce(layout: Layout) -> Layout:
     return _from_lists(shapes, strides)
 
 
+def _coalesce_keep_tail(layout: Layout) -> tuple[list[int], list[int]]:
+    """Coalesced leaves, except that the last leaf's stride survives even if its extent is
+    1: it is the stride that indices past size(layout) extend along."""
+    leaves = _leaves(layout)
+    front = coalesce(_from_lists([s for s, _ in leaves[:-1]], [d for _, d in leaves[:-1]]))
+    shapes = [s for s in flatten(front.shape)] if len(leaves) > 1 else []
+    strides = [d for d in flatten(front.stride)] if len(leaves) > 1 else []
+    if shapes == [1]:
+        shapes, strides = [], []
+    s_last, d_last = leaves[-1]
+    if shapes and shapes[-1] * strides[-1] == d_last:
+        shapes[-1] *= s_last
+    else:
+        shapes.append(s_last)
+        strides.append(d_last)
+    return shapes, strides
+
+
 def filter_zeros(layout: Layout) -> Layout:
     """Drop stride-0 and size-1 modes (the 'image-relevant' part), then coalesce."""
     pairs = [
-        (s, d) for s, d in zip(flatten(layout.shape), flatten(layout.stride)) if s != 1 and d != 0
+        (s, d) for s, d in _leaves(layout) if s != 1 and d != 0
     ]
     return coalesce(_from_lists([s for s, _ in pairs], [d for _, d in pairs]))
 
@@ -163,6 +186,11 @@ def _as_layout(b: Layout | int) -> Layout:
 
 def composition(a: Layout, b: object) -> Layout:
     """R = A o B with R(c) == A(B(c)) for every coordinate c of B (CuTe composition).
+
+    Offsets B(c) past size(A) are read with A's last mode extended (CuTe's convention for
+    integer indices beyond the size). A multi-mode B is composed mode by mode, which equals
+    A(B(c)) only when B's non-broadcast modes have nested, non-overlapping images; other
+    B are rejected.
 
     `b` is a Layout, an int n (meaning n:1), or a tuple of those (None keeps A's mode): a
     tuple applies mode-by-mode to A's top-level modes. The result has B's profile. Raises
@@ -178,18 +206,26 @@ def composition(a: Layout, b: object) -> Layout:
         return make_layout(parts)
     b = _as_layout(b)  # type: ignore[arg-type]
     if is_tuple(b.shape):
+        live = filter_zeros(b)
+        if len(flatten(live.shape)) > 1:
+            try:
+                complement(live)
+            except ValueError as exc:
+                raise ValueError(
+                    f"composition {a} o {b}: the modes of B overlap, so composing mode by "
+                    "mode would not equal A(B(c))"
+                ) from exc
         return make_layout([composition(a, m) for m in b.modes()])
     bs, bd = b.shape, b.stride
     if bd == 0:  # type: ignore[comparison-overlap]
         return Layout(bs, 0)
     if bd < 0:  # type: ignore[operator]
         raise ValueError(f"composition with a negative stride is not supported: {b}")
-    flat_a = coalesce(a)
-    a_shapes, a_strides = flatten(flat_a.shape), flatten(flat_a.stride)
+    a_shapes, a_strides = _coalesce_keep_tail(a)
     shapes: list[int] = []
     strides: list[int] = []
     rest_shape, rest_stride = bs, bd
-    for s, d in zip(a_shapes[:-1], a_strides[:-1]):
+    for s, d in zip(a_shapes[:-1], a_strides[:-1], strict=False):
         if rest_shape == 1:  # type: ignore[comparison-overlap]
             break
         if rest_stride % s == 0:  # type: ignore[operator]
@@ -226,7 +262,7 @@ def complement(layout: Layout, cotarget: int | None = None) -> Layout:
     if cotarget is None:
         cotarget = layout.cosize()
     pairs = sorted(
-        (d, s) for s, d in zip(flatten(layout.shape), flatten(layout.stride)) if s != 1 and d != 0
+        (d, s) for s, d in _leaves(layout) if s != 1 and d != 0
     )
     if any(d < 0 for d, _ in pairs):
         raise ValueError(f"complement of a layout with negative strides: {layout}")
@@ -297,7 +333,7 @@ def right_inverse(layout: Layout) -> Layout:
     used = [False] * len(fs)
     current = 1
     while True:
-        for j, (s, d) in enumerate(zip(fs, fd)):
+        for j, (s, d) in enumerate(zip(fs, fd, strict=False)):
             if not used[j] and s > 1 and d == current:
                 used[j] = True
                 shapes.append(s)
@@ -314,7 +350,7 @@ def left_inverse(layout: Layout) -> Layout:
 
     Exists when the layout is injective and its strides nest (it has a complement).
     """
-    if any(s > 1 and d == 0 for s, d in zip(flatten(layout.shape), flatten(layout.stride))):
+    if any(s > 1 and d == 0 for s, d in _leaves(layout)):
         raise ValueError(f"left_inverse({layout}): a stride-0 mode makes it non-injective")
     try:
         whole = make_layout(layout, complement(layout))

@@ -7,9 +7,9 @@ function here follows it so that `cute.Layout` can stay a thin wrapper.
 
 from __future__ import annotations
 
-from typing import Union
+from typing import TypeAlias
 
-IntTuple = Union[int, tuple["IntTuple", ...]]
+IntTuple: TypeAlias = "int | tuple[IntTuple, ...]"
 
 
 def is_int(x: object) -> bool:
@@ -88,7 +88,7 @@ def congruent(a: IntTuple, b: IntTuple) -> bool:
     if is_int(a) and is_int(b):
         return True
     if is_tuple(a) and is_tuple(b):
-        return len(a) == len(b) and all(congruent(x, y) for x, y in zip(a, b))  # type: ignore[arg-type]
+        return len(a) == len(b) and all(congruent(x, y) for x, y in zip(a, b, strict=False))  # type: ignore[arg-type]
     return False
 
 
@@ -99,7 +99,7 @@ def weakly_congruent(coord: IntTuple, shape: IntTuple) -> bool:
     if is_int(shape):
         return False
     return len(coord) == len(shape) and all(  # type: ignore[arg-type]
-        weakly_congruent(c, s) for c, s in zip(coord, shape)  # type: ignore[arg-type]
+        weakly_congruent(c, s) for c, s in zip(coord, shape, strict=False)  # type: ignore[arg-type]
     )
 
 
@@ -132,7 +132,7 @@ def crd2idx(crd: IntTuple, shape: IntTuple, stride: IntTuple | None = None) -> i
             raise ValueError(f"coordinate {crd} does not match shape {shape}")
         return sum(
             crd2idx(c, s, d)
-            for c, s, d in zip(crd, shape, stride)  # type: ignore[arg-type]
+            for c, s, d in zip(crd, shape, stride, strict=False)  # type: ignore[arg-type]
         )
     if is_int(shape):
         return crd * stride  # type: ignore[operator]

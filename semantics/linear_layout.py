@@ -110,7 +110,7 @@ class LinearLayout:
                     raise ValueError(
                         f"basis {b} of input {n!r} has {len(b)} entries, expected {len(outs)}"
                     )
-                for v, (on, os) in zip(b, outs):
+                for v, (on, os) in zip(b, outs, strict=False):
                     if not 0 <= v < os:
                         raise ValueError(f"basis {b} of input {n!r}: {v} outside {on!r} [0,{os})")
 
@@ -132,7 +132,7 @@ class LinearLayout:
                     for j, v in enumerate(b):
                         while sizes[j] <= v:
                             sizes[j] *= 2
-            outs = tuple(zip(names, sizes))
+            outs = tuple(zip(names, sizes, strict=False))
         return LinearLayout(tuple((n, tuple(map(tuple, bs))) for n, bs in bases.items()), outs)
 
     @staticmethod
@@ -200,7 +200,7 @@ class LinearLayout:
             vals = [int(v) for v in inputs]
             if len(vals) != len(self.in_dims):
                 raise ValueError(f"expected {len(self.in_dims)} inputs, got {len(vals)}")
-        for v, (n, bs) in zip(vals, self.in_dims):
+        for v, (n, bs) in zip(vals, self.in_dims, strict=False):
             if not 0 <= v < (1 << len(bs)):
                 raise ValueError(f"input {n!r}={v} outside [0, {1 << len(bs)})")
         return vals
@@ -208,7 +208,7 @@ class LinearLayout:
     def apply(self, inputs: Mapping[str, int] | Sequence[int] | int) -> tuple[int, ...]:
         """XOR of the bases of the set input bits, one value per output dimension."""
         out = [0] * len(self.out_dims)
-        for v, (_, bases) in zip(self._norm_inputs(inputs), self.in_dims):
+        for v, (_, bases) in zip(self._norm_inputs(inputs), self.in_dims, strict=False):
             for i, b in enumerate(bases):
                 if (v >> i) & 1:
                     for j, x in enumerate(b):
@@ -221,7 +221,7 @@ class LinearLayout:
     # --- matrix view ---------------------------------------------------------------------
     def _flatten_out(self, vec: Sequence[int]) -> int:
         acc, shift = 0, 0
-        for v, (_, s) in zip(vec, self.out_dims):
+        for v, (_, s) in zip(vec, self.out_dims, strict=False):
             acc |= v << shift
             shift += s.bit_length() - 1
         return acc

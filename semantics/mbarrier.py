@@ -28,6 +28,7 @@ Codes (TS41x; the barrier-protocol checker keeps TS400..TS409 and TS420.. for it
   TS411  init count outside 1..2**20-1
   TS412  arrival count outside 1..2**20-1, or more arrivals than are pending (undefined)
   TS413  tx-count would leave -(2**20-1)..2**20-1, or a tx operand outside 0..2**20-1
+         (libcu++'s precondition for barrier_expect_tx; PTX's operand is a u32)
   TS414  init on a live mbarrier (undefined: PTX requires mbarrier.inval first)
   TS415  wait parity operand not 0 or 1
   TS416  expect-tx bringing tx-count back to zero after all arrivals (PTX does not say
@@ -101,7 +102,12 @@ class MbarrierState:
         return replace(self, pending=self.pending - count)._settle(), token
 
     def expect_tx(self, nbytes: int) -> MbarrierState:
-        """mbarrier.expect_tx: tx-count += nbytes. Never completes a phase by itself."""
+        """mbarrier.expect_tx: tx-count += nbytes.
+
+        PTX names arrive-on and complete-tx as the steps that may complete a phase, not
+        expect-tx; the one case where it matters (tx back to zero after all arrivals; an
+        H100 completes the phase then) raises TS416 rather than guessing.
+        """
         self._require_init("expect_tx")
         new_tx = self._tx_after(nbytes, +1)
         if new_tx == 0 and self.pending == 0 and nbytes != 0:

@@ -17,12 +17,13 @@ address, and "at most k distinct words per bank per phase" becomes a pseudo-Bool
 Two families:
 
 * ``"cute"``: CuTe's ``Swizzle<B,M,S>`` applied to *byte* offsets,
-  ``x ^ ((x >> S) & (((1 << B) - 1) << M))`` with ``S >= B`` (include/cute/swizzle.hpp).
-  It only rewrites bits ``M .. M+B-1`` and is an involution, so it is a bijection of
-  ``[0, N)`` exactly when ``N`` is a multiple of ``2**(M+B)``; that is the family bound.
+  ``x ^ ((x >> S) & (((1 << B) - 1) << M))`` with ``S >= B`` (include/cute/swizzle.hpp),
+  ``1 <= B <= 8``. Bijectivity on the N-byte tile is encoded exactly (:func:`cute_permutes`),
+  not just the sufficient "2**(M+B) divides N".
 * ``"rowxor"``: a general F2-linear map of the row index XOR-ed into the chunk index
-  (chunk = ``2**M`` bytes): ``chunk' = chunk ^ A @ bits(row)``. Per row it is XOR with a
-  constant, a bijection of the row as long as chunks-per-row is a power of two.
+  (chunk = ``2**M`` bytes, K chunks per row): ``chunk' = chunk ^ A @ bits(row)``. Per row it
+  is XOR with a constant, which permutes ``[0, K)`` iff the constant is below ``2**v2(K)``,
+  so A has exactly ``v2(K)`` output bits; every chunk size ``2**M`` is tried.
 
 In both families the swizzle granularity ``2**M`` is at least ``max(4, width, elem_bytes)``
 bytes, so a lane's vector stays contiguous and "same word"/"same vector" stays decidable on
@@ -119,7 +120,9 @@ class CuteSwizzle:
 class RowXorSwizzle:
     """chunk index ^= XOR of ``columns[j]`` over the set bits j of the row index.
 
-    ``columns`` are the columns of the F2 matrix A (row bit j -> chunk-bit mask).
+    ``columns`` are the columns of the F2 matrix A (row bit j -> chunk-bit mask). ``apply``
+    XORs address bits [M, ...); that equals XOR-ing the in-row chunk index (and permutes every
+    row) when all columns are below ``2**v2(row_bytes >> M)``, which synthesis guarantees.
     """
 
     chunk_log2: int  # M: a chunk is 2**M bytes
@@ -177,9 +180,9 @@ def _model(
 ) -> tuple[tuple[tuple[int, ...], ...], int, banks.Merge]:
     if target == "nvidia":
         return banks.phases_nvidia(width), banks.NVIDIA_BANKS, "word"
-    arch: banks.AmdArch = "cdna3" if target == "cdna3" else "cdna4"
     if target not in ("cdna3", "cdna4"):
-        raise ValueError(f"unknown target {target!r}")
+        raise ValueError(f"unknown target {target!r} (expected 'nvidia', 'cdna3' or 'cdna4')")
+    arch: banks.AmdArch = "cdna3" if target == "cdna3" else "cdna4"
     merge: banks.Merge = "address" if op == "read" else "none"
     return banks.phases_amd(width, op, arch), banks.amd_banks(arch), merge
 
@@ -312,16 +315,17 @@ class _Encoding:
         self.solver.add(z3.Implies(lit, constraint))
 
     def bound_groups(
-        self, groups: Sequence[_PhaseGroup], swz: Callable[[int], z3.BitVecRef], k: int
+        self, groups: Sequence[_PhaseGroup], bank: Callable[[int, int, int], z3.BitVecRef], k: int
     ) -> list[z3.BoolRef]:
         """Constraints 'at most k distinct accesses per bank group' for each phase."""
         out: list[z3.BoolRef] = []
         for g in groups:
-            terms = [z3.Extract(g.window_log2 - 1, a.unit_log2, swz(a.addr)) for a in g.accesses]
+            terms = [bank(a.addr, a.unit_log2, g.window_log2) for a in g.accesses]
             if k == 1:
                 cons = z3.Distinct(*terms)
-            else:
-                cons = z3.And([z3.PbLe([(t == u, 1) for u in terms], k) for t in terms])
+            else:  # for every bank group value, at most k of the accesses land on it
+                n_values = 1 << (g.window_log2 - g.accesses[0].unit_log2)
+                cons = z3.And([z3.AtMost(*[t == v for t in terms], k) for v in range(n_values)])
             lit = z3.Bool(f"grp!{g.label}!{k}")
             self.trackers[f"{g.label}#{k}"] = lit
             self.solver.add(z3.Implies(lit, cons))
@@ -341,11 +345,32 @@ class _Candidate:
     """One encoded sub-family (all of CuTe, or rowxor at one chunk size)."""
 
     enc: _Encoding
-    swz: Callable[[int], z3.BitVecRef]
+    bank: Callable[[int, int, int], z3.BitVecRef]  # (addr, lo, hi) -> bits [lo, hi) of sigma(addr)
     base: list[z3.BoolRef]  # tracker literals of the family bounds
     extract: Callable[[z3.ModelRef], Swizzle]
     minimise: Callable[[z3.ModelRef], z3.BoolRef] | None  # "strictly simpler than this model"
     note: str
+
+
+def cute_permutes(nbytes: int, swizzle: CuteSwizzle) -> bool:
+    """Exact test that ``Swizzle<B,M,S>`` (S >= B) permutes ``[0, nbytes)``; O(1), no search.
+
+    The map is an involution that only rewrites bits [M, K), K = M + B, so every whole
+    2**K-aligned block is mapped onto itself. Only the last partial block [q, nbytes) can leak;
+    there the YYY bits (at >= M + S >= K) come from q alone, so the whole tail is XOR-ed with
+    one constant d. XOR with d maps [0, r) onto itself iff d < 2**v2(r) (and v2(r) =
+    v2(nbytes)); the test suite checks this against brute force.
+    """
+    b, m, s = swizzle.bits, swizzle.base, swizzle.shift
+    if b == 0:
+        return True
+    if s < b:
+        raise ValueError("CuTe requires S >= B")
+    r = nbytes % (1 << (m + b))
+    if r == 0:
+        return True
+    d = ((nbytes - r) >> s) & (((1 << b) - 1) << m)
+    return d < (1 << _v2(nbytes))
 
 
 def _cute_candidates(
@@ -353,32 +378,45 @@ def _cute_candidates(
 ) -> tuple[list[_Candidate], str]:
     n = tile.nbytes
     addr_bits = max(n - 1, 1).bit_length()
-    width = addr_bits + 8
-    max_mb = _v2(n)
-    if max_mb <= min_unit_log2:
-        return [], (
-            f"no swizzle of this family: Swizzle<B,M,S> is a bijection of the {n}-byte tile only "
-            f"if {n} is a multiple of 2^(M+B), i.e. M+B <= {max_mb}, but M >= {min_unit_log2} "
-            "(the access granularity) leaves no room for B >= 1"
-        )
+    # Wide enough for every address, for M + B (<= addr_bits + 8) and for the bank window.
+    width = max(addr_bits + 5, 9)
     enc = _Encoding(width, timeout_ms)
     b, m, s = (z3.BitVec(x, width) for x in ("B", "M", "S"))
-    bounds = z3.And(
+    ranges = z3.And(
         z3.UGE(b, 1),
         z3.ULE(b, 8),
         z3.UGE(s, b),
         z3.ULE(s, addr_bits),
         z3.UGE(m, min_unit_log2),
-        z3.ULE(m + b, max_mb),
+        z3.ULE(m, addr_bits),
     )
-    family_label = f"family bounds (1<=B<=8, S>=B, M>={min_unit_log2}, M+B<={max_mb})"
-    enc.track(family_label, bounds)
+    ranges_label = f"family ranges (1<=B<=8, S>=B, M>={min_unit_log2})"
+    enc.track(ranges_label, ranges)
     one = z3.BitVecVal(1, width)
-    mask = ((one << b) - 1) << m
+    mask = ((one << b) - 1) << m  # bits above the address width are dropped: harmless
+    # Exact bijection condition, the same formula as cute_permutes.
+    n_bv = z3.BitVecVal(n, width)
+    r = n_bv & ((one << (m + b)) - 1)
+    tail_xor = z3.LShR(n_bv - r, s) & mask
+    bij_label = f"bijection on the {n}-byte tile"
+    enc.track(bij_label, z3.Or(r == 0, z3.ULT(tail_xor, 1 << _v2(n))))
 
-    def swz(addr: int) -> z3.BitVecRef:
-        a = z3.BitVecVal(addr, width)
-        return a ^ (z3.LShR(a, s) & mask)
+    # Bit i of sigma(a) is a_i ^ (i in [M, M+B) and a_{i+S}). With `a` concrete, a_{i+S} is a
+    # disjunction of the shared literals S == s, which keeps each term small (no per-term
+    # barrel shifter).
+    s_is = [s == v for v in range(addr_bits + 1)]
+    in_window: dict[int, z3.BoolRef] = {}
+
+    def bank(addr: int, lo: int, hi: int) -> z3.BitVecRef:
+        bits: list[z3.BitVecRef] = []
+        for i in range(hi - 1, lo - 1, -1):
+            if i not in in_window:
+                in_window[i] = z3.And(z3.ULE(m, i), z3.UGT(m + b, i))
+            src = z3.Or([s_is[v] for v in range(addr_bits + 1) if (addr >> (i + v)) & 1])
+            flip = z3.And(in_window[i], src)
+            bit = z3.Xor(flip, z3.BoolVal(bool((addr >> i) & 1)))
+            bits.append(z3.If(bit, z3.BitVecVal(1, 1), z3.BitVecVal(0, 1)))
+        return bits[0] if len(bits) == 1 else z3.Concat(*bits)
 
     def extract(model: z3.ModelRef) -> Swizzle:
         val = [model.eval(x, model_completion=True).as_long() for x in (b, m, s)]
@@ -387,7 +425,8 @@ def _cute_candidates(
     def simpler(model: z3.ModelRef) -> z3.BoolRef:
         return z3.ULT(b, model.eval(b, model_completion=True))
 
-    return [_Candidate(enc, swz, [enc.trackers[family_label]], extract, simpler, "cute")], ""
+    base = [enc.trackers[ranges_label], enc.trackers[bij_label]]
+    return [_Candidate(enc, bank, base, extract, simpler, "cute")], ""
 
 
 def _rowxor_candidates(
@@ -396,24 +435,29 @@ def _rowxor_candidates(
     row_bits = (tile.rows - 1).bit_length()
     if row_bits == 0:
         return [], "no swizzle of this family: the tile has a single row, nothing to XOR in"
-    width = max(tile.nbytes - 1, 1).bit_length() + 2
+    width = max(max(tile.nbytes - 1, 1).bit_length() + 2, 9)
     cands: list[_Candidate] = []
     for m_log2 in range(min_unit_log2, tile.row_bytes.bit_length()):
-        chunks = tile.row_bytes >> m_log2
-        if tile.row_bytes % (1 << m_log2) or chunks < 2 or chunks & (chunks - 1):
+        if tile.row_bytes % (1 << m_log2):
             continue
-        k_bits = chunks.bit_length() - 1
+        # XOR with c permutes the chunk indices [0, K) iff c < 2**v2(K) (see cute_permutes), so
+        # the matrix may only touch the low v2(K) chunk bits.
+        k_bits = _v2(tile.row_bytes >> m_log2)
+        if k_bits == 0:
+            continue
         enc = _Encoding(width, timeout_ms)
         cols = [z3.BitVec(f"A{j}_M{m_log2}", k_bits) for j in range(row_bits)]
 
-        def swz(addr: int, cols: list[z3.BitVecRef] = cols, m_log2: int = m_log2) -> z3.BitVecRef:
+        def bank(
+            addr: int, lo: int, hi: int, cols: list[z3.BitVecRef] = cols, m_log2: int = m_log2
+        ) -> z3.BitVecRef:
             row = addr // tile.row_bytes
             t: z3.BitVecRef = z3.BitVecVal(0, cols[0].size())
             for j, c in enumerate(cols):
                 if (row >> j) & 1:
                     t = t ^ c
             wide = z3.ZeroExt(width - t.size(), t) << m_log2
-            return z3.BitVecVal(addr, width) ^ wide
+            return z3.Extract(hi - 1, lo, z3.BitVecVal(addr, width) ^ wide)
 
         def extract(
             model: z3.ModelRef, cols: list[z3.BitVecRef] = cols, m_log2: int = m_log2
@@ -421,11 +465,18 @@ def _rowxor_candidates(
             vals = tuple(model.eval(c, model_completion=True).as_long() for c in cols)
             return RowXorSwizzle(m_log2, tile.row_bytes, vals)
 
-        cands.append(_Candidate(enc, swz, [], extract, None, f"rowxor M={m_log2}"))
+        def simpler(model: z3.ModelRef, cols: list[z3.BitVecRef] = cols) -> z3.BoolRef:
+            def used(c: z3.BitVecRef) -> z3.ArithRef:
+                return z3.If(c != 0, 1, 0)
+
+            now = sum(model.eval(used(c), model_completion=True).as_long() for c in cols)
+            return z3.Sum([used(c) for c in cols]) < now
+
+        cands.append(_Candidate(enc, bank, [], extract, simpler, f"rowxor M={m_log2}"))
     if not cands:
         return [], (
-            f"no swizzle of this family: {tile.row_bytes}-byte rows do not split into a power "
-            f"of two (>= 2) of chunks of at least {1 << min_unit_log2} bytes"
+            f"no swizzle of this family: no chunk size >= {1 << min_unit_log2} bytes splits a "
+            f"{tile.row_bytes}-byte row into an even number of chunks"
         )
     return cands, ""
 
@@ -470,7 +521,7 @@ def synthesize(
         unknown = False
         for c in cands:
             if k not in lits[id(c)]:
-                lits[id(c)][k] = c.enc.bound_groups(groups, c.swz, k)
+                lits[id(c)][k] = c.enc.bound_groups(groups, c.bank, k)
             res = c.enc.check(c.base + lits[id(c)][k])
             if res == z3.sat:
                 return "sat", c, []
@@ -480,10 +531,20 @@ def synthesize(
                 core = c.enc.core_labels()
         return ("unknown" if unknown else "unsat"), None, core
 
-    lo, hi = 1, baseline - 1  # search the smallest sat k in [lo, hi]
+    # Degree 1 is the usual goal and the cheapest query; ask it first, then binary-search the
+    # smallest achievable degree in [2, baseline - 1] (sat is monotone in k).
     best: tuple[int, _Candidate] | None = None
     last_core: list[str] = []
     saw_unknown = False
+    status, cand, core = attempt(1)
+    if status == "sat":
+        assert cand is not None
+        best = (1, cand)
+        lo, hi = 2, 1
+    else:
+        saw_unknown |= status == "unknown"
+        last_core = core
+        lo, hi = 2, baseline - 1
     while lo <= hi:
         mid = (lo + hi) // 2
         status, cand, core = attempt(mid)
@@ -509,7 +570,8 @@ def synthesize(
             f"unsat core: {summary}",
         )
     k, cand = best
-    cand.enc.check(cand.base + lits[id(cand)][k])
+    if cand.enc.check(cand.base + lits[id(cand)][k]) != z3.sat:  # re-solve to get its model
+        return SynthResult("unknown", None, None, baseline, "solver timeout re-solving the answer")
     model = cand.enc.solver.model()
     if cand.minimise is not None:  # prefer the fewest swizzle bits among equally good answers
         while True:
@@ -526,6 +588,8 @@ def synthesize(
     if achieved > k or not is_bijection(tile, swizzle):
         raise AssertionError(f"encoding bug: {swizzle} claimed degree {k}, brute force {achieved}")
     note = "" if k == 1 else f" (degree 1 is unsat; best achievable in the family is {k})"
+    if saw_unknown and k > 1:
+        note = f" (a degree below {k} was neither found nor ruled out: solver timeout)"
     return SynthResult(
         "found", swizzle, achieved, baseline, f"{swizzle}: degree {baseline} -> {achieved}{note}"
     )

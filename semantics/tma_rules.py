@@ -10,7 +10,7 @@ Codes (stable; every violation carries one):
 
   TS501  tensor rank outside 1..5
   TS502  a box dimension outside 1..256
-  TS503  inner box row (box_dims[0] * element size) not a multiple of 16 bytes (no interleave)
+  TS503  inner box row (box_dims[0] * element size) not a multiple of 16 bytes
   TS504  inner box row wider than the swizzle span (32/64/128 bytes)
   TS505  a global stride not a multiple of 16 (32 with 32-byte interleave), or >= 2**40
   TS506  global base address not 16-byte aligned (32 with 32-byte interleave)
@@ -22,6 +22,12 @@ Codes (stable; every violation carries one):
   TS512  NaN out-of-bounds fill on a non-floating-point type
   TS513  unknown enumeration value (interleave, swizzle, L2 promotion, OOB fill)
   TS514  array lengths do not match the rank
+  TS515  the driver's box size exceeds the device's shared memory per SM (233472)
+
+Where the driver and the documents differ (checked on an H100, driver 580; see the docs):
+TS503 is enforced by the driver for every interleave mode, not only 'none' as documented;
+TS509's "32-byte interleave needs the 32-byte swizzle" is documented but not enforced by
+that driver -- tilesafe keeps the documented rule; TS515 is enforced but not documented.
 
 Symbolic sizes. Everything except the global dimensions, the global strides and the global
 address is a compile-time constant in a kernel, so `static_violations` checks it directly.
@@ -52,10 +58,33 @@ PROG_GUIDE_SWIZZLE = (
     "CUDA C++ Programming Guide, TMA Swizzle (Table: swizzle pattern requirements), "
     "https://docs.nvidia.com/cuda/cuda-programming-guide/04-special-topics/async-copies.html"
 )
+DRIVER_OBSERVED = (
+    "Observed: cuTensorMapEncodeTiled, driver 580.159.04 on an H100 (docs/hardware-rules.md, "
+    "'Checked on hardware')"
+)
 PTX_SWIZZLE = (
     "PTX ISA 5.5.7 Swizzling Modes, "
     "https://docs.nvidia.com/cuda/parallel-thread-execution/#tensor-swizzling-modes"
 )
+
+# code -> (what it means, where the rule comes from); for reports and docs.
+RULES: dict[str, tuple[str, str]] = {
+    "TS501": ("tensor rank outside 1..5", DRIVER_API),
+    "TS502": ("box dimension outside 1..256", DRIVER_API),
+    "TS503": ("inner box row not a multiple of 16 bytes", DRIVER_API),
+    "TS504": ("inner box row wider than the swizzle span", DRIVER_API),
+    "TS505": ("global stride not a multiple of 16 (32) or >= 2**40", DRIVER_API),
+    "TS506": ("global address not 16-byte (32-byte) aligned", DRIVER_API),
+    "TS507": ("element stride outside 1..8", DRIVER_API),
+    "TS508": ("not a plain TMA element type", DRIVER_API),
+    "TS509": ("interleave needs rank >= 3; 32B interleave needs 32B swizzle", DRIVER_API),
+    "TS510": ("shared destination not 128-byte aligned", PROG_GUIDE_SWIZZLE),
+    "TS511": ("global dimension outside 1..2**32", DRIVER_API),
+    "TS512": ("NaN OOB fill on a non-float type", DRIVER_API),
+    "TS513": ("unknown enumeration value", DRIVER_API),
+    "TS514": ("array length does not match the rank", DRIVER_API),
+    "TS515": ("box larger than shared memory per SM", DRIVER_OBSERVED),
+}
 
 # Plain TMA element types: name -> (bytes, floating point?). Names follow CUtensorMapDataType.
 DTYPES: dict[str, tuple[int, bool]] = {
@@ -90,6 +119,7 @@ MAX_ELEMENT_STRIDE = 8
 MAX_GLOBAL_DIM = 2**32
 STRIDE_LIMIT = 2**40  # strides must be strictly below this
 SMEM_ALIGNMENT = 128  # every bulk-tensor shared-memory destination, any swizzle mode
+MAX_BOX_BYTES = 233472  # H100/H200 shared memory per SM; the driver refuses larger copies
 
 SWIZZLE_SPAN = {"none": 0, "32B": 32, "64B": 64, "128B": 128}
 SWIZZLE_PERIOD = {"none": 16, "32B": 256, "64B": 512, "128B": 1024}
@@ -271,12 +301,16 @@ def _shape_violations(spec: TensorMapSpec) -> list[RuleViolation]:
 
 
 def static_violations(
-    spec: TensorMapSpec, *, smem_base_alignment: int | None = None
+    spec: TensorMapSpec,
+    *,
+    smem_base_alignment: int | None = None,
+    max_box_bytes: int = MAX_BOX_BYTES,
 ) -> tuple[RuleViolation, ...]:
     """Every rule that does not depend on global dims, global strides or the global address.
 
     `smem_base_alignment` (the power of two known to divide the shared-memory destination)
     enables TS510; leave it None when the destination is checked elsewhere.
+    `max_box_bytes` is the device's shared memory per SM (TS515; 233472 on H100/H200).
     """
     out = _enum_violations(spec) + _dtype_violations(spec)
     shape = _shape_violations(spec)
@@ -309,15 +343,27 @@ def static_violations(
                 )
             )
     inner = spec.box_dims[0] * spec.elem_bytes
-    if spec.interleave == "none":
-        if inner % 16 != 0:
-            out.append(
-                _v(
-                    "TS503",
-                    "inner-box-16B",
-                    f"inner box row is {inner} bytes, not a multiple of 16",
-                )
+    if inner % 16 != 0:
+        # Documented for interleave 'none'; the driver also enforces it with interleave.
+        out.append(
+            _v(
+                "TS503",
+                "inner-box-16B",
+                f"inner box row is {inner} bytes, not a multiple of 16",
             )
+        )
+    sizable = all(e >= 1 for e in spec.element_strides)  # else the driver size is undefined
+    if sizable and driver_box_bytes(spec) > max_box_bytes:
+        out.append(
+            _v(
+                "TS515",
+                "box-bytes",
+                f"the driver sizes this box at {driver_box_bytes(spec)} bytes and refuses more "
+                f"than {max_box_bytes} (the device's shared memory per SM)",
+                DRIVER_OBSERVED,
+            )
+        )
+    if spec.interleave == "none":
         span = SWIZZLE_SPAN.get(spec.swizzle, 0)
         if span and inner > span:
             out.append(
@@ -376,10 +422,17 @@ def _operand_value(spec: TensorMapSpec, rule: OperandRule) -> int:
 
 
 def admissibility(
-    spec: TensorMapSpec, *, smem_base_alignment: int | None = None
+    spec: TensorMapSpec,
+    *,
+    smem_base_alignment: int | None = None,
+    max_box_bytes: int = MAX_BOX_BYTES,
 ) -> tuple[RuleViolation, ...]:
     """All rule violations of a concrete spec; empty means the driver and the copy accept it."""
-    out = list(static_violations(spec, smem_base_alignment=smem_base_alignment))
+    out = list(
+        static_violations(
+            spec, smem_base_alignment=smem_base_alignment, max_box_bytes=max_box_bytes
+        )
+    )
     if any(v.code in ("TS501", "TS514") for v in out):
         return tuple(out)
     for rule in operand_rules(spec):
@@ -410,6 +463,19 @@ def box_bytes(spec: TensorMapSpec) -> int:
     return math.prod(traversed_box(spec)) * spec.elem_bytes
 
 
+def driver_box_bytes(spec: TensorMapSpec) -> int:
+    """The box size the driver compares with shared memory per SM (TS515).
+
+    Observed, not documented: prod(box_i // element_stride_i) * element size, floor division,
+    dimension 0 included even though the copy ignores its stride. It is *not* the number of
+    bytes a copy moves (`box_bytes`) nor its footprint (`box_smem_bytes`).
+    """
+    return (
+        math.prod(b // e for b, e in zip(spec.box_dims, spec.element_strides, strict=True))
+        * spec.elem_bytes
+    )
+
+
 def smem_alignment(swizzle: str) -> int:
     """Alignment the shared-memory destination of a bulk tensor copy *must* have (any mode).
 
@@ -431,9 +497,29 @@ def swizzle_address(addr: int, swizzle: str) -> int:
 
     The 16-byte chunk index inside each 128-byte line (address bits 4..6) is XORed with
     the line index (bits 7..9), masked to 1, 2 or 3 bits for 32B, 64B, 128B. An involution.
+    Source: PTX_SWIZZLE (tables and base-offset formula); confirmed on an H100.
     """
     mask = _SWIZZLE_ROW_MASK[swizzle]
     return addr ^ (((addr >> 7) & mask) << 4)
+
+
+def box_row_pitch(inner_bytes: int, swizzle: str) -> int:
+    """Shared-memory bytes between consecutive box rows (all outer dimensions flattened).
+
+    Without swizzle rows are packed. With a swizzle mode every row takes the full span even
+    when it is narrower (an inner row of 64 bytes under 128B swizzle occupies 128 bytes);
+    observed on an H100 (docs/hardware-rules.md) and what the programming guide means by
+    allocating "the full swizzle width".
+    """
+    return max(inner_bytes, SWIZZLE_SPAN[swizzle])
+
+
+def box_smem_bytes(box_dims: Sequence[int], elem_bytes: int, swizzle: str) -> int:
+    """Shared-memory footprint of a box (row-major dims), padding rows included."""
+    if not box_dims:
+        return 0
+    rows = math.prod(box_dims[:-1])
+    return rows * box_row_pitch(box_dims[-1] * elem_bytes, swizzle)
 
 
 def tma_box_byte_offset(
@@ -446,21 +532,26 @@ def tma_box_byte_offset(
     """Byte offset, from `smem_base_addr`, where a tile-mode copy writes box element `coord`.
 
     `box_dims` and `coord_in_box` are row-major (last index contiguous) and count the
-    elements the engine copies (see `traversed_box`). The box is laid out packed row-major
-    and then every byte address is swizzled as an *absolute* shared address, which is why a
-    base that is 128- but not period-aligned shifts the pattern. Interleaved maps are not
-    modelled. Raises ValueError for a base the hardware rejects (not 128-byte aligned).
+    elements the engine copies (see `traversed_box`). The box is laid out row-major with
+    rows `box_row_pitch` apart, and then every byte address is swizzled as an *absolute*
+    shared address, which is why a base that is 128- but not period-aligned shifts the
+    pattern. Interleaved maps are not modelled. Raises ValueError for a base the hardware
+    rejects (not 128-byte aligned).
     """
     if len(coord_in_box) != len(box_dims):
         raise ValueError("coordinate and box have different ranks")
     if smem_base_addr % SMEM_ALIGNMENT != 0:
         raise ValueError(f"shared base {smem_base_addr} is not {SMEM_ALIGNMENT}-byte aligned")
-    linear = 0
     for c, d in zip(coord_in_box, box_dims, strict=True):
         if not 0 <= c < d:
             raise ValueError(f"coordinate {tuple(coord_in_box)} is outside box {tuple(box_dims)}")
-        linear = linear * d + c
-    addr = smem_base_addr + linear * elem_bytes
+    if not box_dims:
+        return 0
+    row = 0
+    for c, d in zip(coord_in_box[:-1], box_dims[:-1], strict=True):
+        row = row * d + c
+    pitch = box_row_pitch(box_dims[-1] * elem_bytes, swizzle)
+    addr = smem_base_addr + row * pitch + coord_in_box[-1] * elem_bytes
     return swizzle_address(addr, swizzle) - smem_base_addr
 
 

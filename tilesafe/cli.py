@@ -1,2 +1,389 @@
-def main() -> int:
-    return 0
+"""`tilesafe` command line: lint, run, fmt, verify. The only module that prints.
+
+Exit codes (DESIGN.md): 0 ok / everything proved; 1 a property refuted or unknown (or, for
+`run`, the kernel failed at run time; for `fmt --check`, a file would change); 2 a usage,
+parse or type error; 3 an internal error (a bug in tilesafe: never a traceback for the
+user, unless TILESAFE_DEBUG=1 asks for one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from tilesafe import __version__
+from tilesafe.frontend.diagnostics import Diagnostic, DiagnosticError, render
+from tilesafe.frontend.span import Span
+
+OK, FAILED, USAGE, INTERNAL = 0, 1, 2, 3
+
+
+class _Usage(Exception):
+    """A usage error found after argument parsing (exit 2)."""
+
+
+# ---- output helpers ------------------------------------------------------------------------
+
+
+class _Out:
+    def __init__(self, out: TextIO, err: TextIO):
+        self.out, self.err = out, err
+
+    def line(self, text: str = "") -> None:
+        self.out.write(text + "\n")
+
+    def error(self, text: str) -> None:
+        self.err.write(f"tilesafe: {text}\n")
+
+    def json(self, data: object) -> None:
+        self.out.write(json.dumps(data, indent=2) + "\n")
+
+
+_SOURCES: dict[str, str | None] = {}
+
+
+def _source(path: str) -> str | None:
+    """The text of a file for caret excerpts (None when it cannot be read)."""
+    if path not in _SOURCES:
+        try:
+            _SOURCES[path] = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            _SOURCES[path] = None
+    return _SOURCES[path]
+
+
+def _render_diags(out: _Out, diags: Sequence[Diagnostic]) -> None:
+    for d in sorted(diags, key=lambda d: (d.span.path, d.span.line, d.span.col)):
+        out.line(render(d, _source(d.span.path)))
+
+
+def _errors(diags: Sequence[Diagnostic]) -> list[Diagnostic]:
+    return [d for d in diags if d.severity == "error"]
+
+
+# ---- lint ----------------------------------------------------------------------------------
+
+
+def _cmd_lint(args: argparse.Namespace, out: _Out) -> int:
+    from tilesafe import api
+
+    all_diags: list[Diagnostic] = []
+    for path in args.files:
+        all_diags.extend(api.lint(path))
+    if args.format == "json":
+        out.json([d.to_record() for d in all_diags])
+    else:
+        _render_diags(out, all_diags)
+        n_err = len(_errors(all_diags))
+        n_files = len(args.files)
+        files = f"{n_files} file{'s' if n_files != 1 else ''}"
+        if all_diags:
+            out.line(f"{files} checked: {n_err} error{'s' if n_err != 1 else ''}"
+                     + (f", {len(all_diags) - n_err} other" if len(all_diags) > n_err else ""))
+        else:
+            out.line(f"{files} checked: no problems")
+    return USAGE if _errors(all_diags) else OK
+
+
+# ---- run -----------------------------------------------------------------------------------
+
+
+def _summary_text(summary: object) -> list[str]:
+    if isinstance(summary, str):
+        return summary.rstrip("\n").splitlines()
+    if isinstance(summary, dict):
+        return [f"{k}: {v}" for k, v in summary.items()]
+    if isinstance(summary, (list, tuple)):
+        return [str(s) for s in summary]
+    return [str(summary)]
+
+
+def _result_arrays(result: Any) -> dict[str, Any]:
+    """The output tensors of a run result, whatever the interpreter calls them."""
+    import numpy as np
+
+    if isinstance(result, dict):
+        candidates: list[Any] = [result]
+    else:
+        candidates = [getattr(result, n, None) for n in
+                      ("outputs", "tensors", "globals", "memory", "arrays")]
+    for c in candidates:
+        if isinstance(c, dict) and c and all(isinstance(v, np.ndarray) for v in c.values()):
+            return dict(c)
+    return {}
+
+
+def _cmd_run(args: argparse.Namespace, out: _Out) -> int:
+    from tilesafe import api
+    from tilesafe.proofs.report import json_safe
+
+    sizes = api.parse_sizes(args.size or "")
+    try:
+        rec = api.run_detailed(args.file, sizes, seed=args.seed, kernel=args.kernel)
+    except api.Unavailable as err:
+        out.error(f"run: {err}")
+        return USAGE
+    except DiagnosticError:
+        raise
+    except Exception as err:  # the interpreter's InterpError: the kernel failed at run time
+        if not _is_interp_error(err):
+            raise
+        span = err.span if err.span.line > 0 else Span(args.file, 0, 0, 0, 0)
+        diag = Diagnostic(err.code, err.message, span)
+        detail = getattr(err, "detail", None) or {}
+        if args.format == "json":
+            out.json({"path": args.file, "kernel": args.kernel, "sizes": sizes,
+                      "seed": args.seed, "ok": False,
+                      "error": {**diag.to_record(), "detail": json_safe(detail)}})
+        else:
+            out.line(render(diag, _source(args.file)))
+            for key, value in detail.items():
+                out.line(f"     {key}: {value}")
+        return FAILED
+    interp = api._interp_module()
+    summary = interp.summarize(rec.result)
+    saved = None
+    if args.out:
+        saved = _save_npz(args.out, rec.inputs, _result_arrays(rec.result))
+    if args.format == "json":
+        out.json({"path": args.file, "kernel": rec.kernel.name, "sizes": dict(rec.sizes),
+                  "seed": rec.seed, "ok": True, "summary": json_safe(summary),
+                  "saved": saved})
+    else:
+        given = ", ".join(f"{k}={v}" for k, v in rec.sizes.items()) or "no sizes"
+        out.line(f"{args.file}: kernel {rec.kernel.name} ({given}, seed {rec.seed})")
+        for line in _summary_text(summary):
+            out.line(f"  {line}")
+        if saved:
+            out.line(f"saved inputs and outputs to {saved}")
+    return OK
+
+
+def _is_interp_error(err: Exception) -> bool:
+    try:
+        from tilesafe.semantics.interp_error import InterpError
+    except ModuleNotFoundError:
+        return all(hasattr(err, a) for a in ("code", "message", "span"))
+    return isinstance(err, InterpError)
+
+
+def _save_npz(path: str, inputs: Any, outputs: dict[str, Any]) -> str:
+    import numpy as np
+
+    arrays = {f"in_{k}": np.asarray(v) for k, v in dict(inputs).items()}
+    arrays.update({f"out_{k}": np.asarray(v) for k, v in outputs.items()})
+    try:
+        np.savez(path, **arrays)
+    except OSError as err:
+        raise _Usage(f"cannot write {path}: {err.strerror or err}") from None
+    return path if path.endswith(".npz") else path + ".npz"
+
+
+# ---- fmt -----------------------------------------------------------------------------------
+
+
+def _safe_format(path: str, text: str) -> str:
+    """Format and prove the result means the same: it must parse, be a fixed point, and
+    (if the input resolves) resolve to the same IR up to spans."""
+    from tilesafe.frontend.fmt import format_module, without_spans
+    from tilesafe.frontend.parser import parse
+    from tilesafe.frontend.resolve import resolve
+
+    module = parse(text, path)
+    result = format_module(module, text)
+    try:
+        again = parse(result, path)
+    except DiagnosticError as err:
+        raise RuntimeError(f"fmt produced text that does not parse ({err})") from None
+    if format_module(again, result) != result:
+        raise RuntimeError(f"fmt is not idempotent on {path}")
+    if len(again.comments) != len(module.comments):
+        raise RuntimeError(f"fmt lost or merged comments in {path}")
+    try:
+        before = without_spans(resolve(module))
+    except DiagnosticError:
+        return result
+    if without_spans(resolve(again)) != before:
+        raise RuntimeError(f"fmt changed the meaning of {path}")
+    return result
+
+
+def _cmd_fmt(args: argparse.Namespace, out: _Out) -> int:
+    from tilesafe.frontend.load import read_source
+
+    status = OK
+    changed = unchanged = 0
+    for path in args.files:
+        try:
+            text = read_source(path)
+            result = _safe_format(path, text)
+        except DiagnosticError as err:
+            _render_diags(out, err.diagnostics)
+            status = max(status, USAGE)
+            continue
+        if result == text:
+            unchanged += 1
+            continue
+        changed += 1
+        if args.diff:
+            out.out.writelines(difflib.unified_diff(
+                text.splitlines(keepends=True), result.splitlines(keepends=True),
+                fromfile=path, tofile=path))
+        if args.check or args.diff:
+            if args.check:
+                out.line(f"would reformat {path}")
+            status = max(status, FAILED)
+        else:
+            try:
+                Path(path).write_text(result, encoding="utf-8")
+            except OSError as err:
+                out.error(f"cannot write {path}: {err.strerror or err}")
+                status = max(status, USAGE)
+                continue
+            out.line(f"reformatted {path}")
+    verb = "would be reformatted" if (args.check or args.diff) else "reformatted"
+    out.line(f"{changed} file{'s' if changed != 1 else ''} {verb}, {unchanged} unchanged")
+    return status
+
+
+# ---- verify --------------------------------------------------------------------------------
+
+
+def _cmd_verify(args: argparse.Namespace, out: _Out) -> int:
+    from tilesafe import api
+    from tilesafe.proofs import report
+
+    only = None
+    if args.only:
+        only = tuple(n.strip() for n in args.only.split(",") if n.strip())
+        known = api.checker_names()
+        unknown = [n for n in only if n not in known]
+        if unknown:
+            raise _Usage(f"unknown checker(s) {', '.join(unknown)}; known: "
+                         f"{', '.join(known) or 'none registered yet'}")
+    entries: list[report.Entry] = []
+    diags: list[Diagnostic] = []
+    for path in args.files:
+        try:
+            program = api.checked_program(path)
+        except DiagnosticError as err:
+            diags.extend(err.diagnostics)
+            continue
+        for kernel in program.kernels:
+            for o in api.verify_kernel(kernel, None, only):
+                entries.append(report.Entry(path, kernel.name, o))
+    if args.format == "json":
+        out.json([report.diagnostic_record(d) for d in diags]
+                 + [report.obligation_record(e) for e in entries])
+    elif args.format == "sarif":
+        out.json(report.sarif_log(entries, diags, version=__version__))
+    else:
+        _render_diags(out, diags)
+        for e in entries:
+            for line in report.obligation_lines(e):
+                out.line(line)
+        if not api.checker_names():
+            out.line("note: no checkers are registered yet; nothing was verified")
+        out.line(report.summary_line(entries))
+    if _errors(diags):
+        return USAGE
+    return FAILED if any(e.obligation.failed for e in entries) else OK
+
+
+# ---- argument parsing ----------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tilesafe",
+        description="Verify Hopper GPU kernels written in the tilesafe language (.tsk).",
+        epilog="exit codes: 0 ok/proved, 1 refuted or unknown, 2 usage/parse/type error, "
+               "3 internal error",
+    )
+    p.add_argument("--version", action="version", version=f"tilesafe {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    lint = sub.add_parser("lint", help="parse, type-check and realise layouts")
+    lint.add_argument("files", nargs="+", metavar="FILE")
+    lint.add_argument("--format", choices=("text", "json"), default="text")
+
+    run = sub.add_parser("run", help="interpret a kernel on random inputs")
+    run.add_argument("file", metavar="FILE")
+    run.add_argument("--size", metavar="M=..,N=..", default="",
+                     help="values of the size parameters, e.g. M=128,N=192")
+    run.add_argument("--kernel", metavar="NAME", help="kernel to run (if the file has several)")
+    run.add_argument("--seed", type=int, default=0, help="random seed for inputs (default 0)")
+    run.add_argument("--out", metavar="FILE.npz", help="save inputs and outputs here")
+    run.add_argument("--format", choices=("text", "json"), default="text")
+
+    fmt = sub.add_parser("fmt", help="rewrite files in canonical style")
+    fmt.add_argument("files", nargs="+", metavar="FILE")
+    fmt.add_argument("--check", action="store_true",
+                     help="do not write; exit 1 if a file would change")
+    fmt.add_argument("--diff", action="store_true", help="do not write; print a unified diff")
+
+    verify = sub.add_parser("verify", help="prove every obligation of every kernel")
+    verify.add_argument("files", nargs="+", metavar="FILE")
+    verify.add_argument("--format", choices=("text", "json", "sarif"), default="text")
+    verify.add_argument("--only", metavar="CHECKERS",
+                        help="comma-separated checker names (default: all)")
+    return p
+
+
+_COMMANDS = {"lint": _cmd_lint, "run": _cmd_run, "fmt": _cmd_fmt, "verify": _cmd_verify}
+
+
+def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,
+         stderr: TextIO | None = None) -> int:
+    """Run the CLI; returns the exit code (never raises, never shows a traceback unless
+    TILESAFE_DEBUG=1)."""
+    out = _Out(stdout or sys.stdout, stderr or sys.stderr)
+    try:
+        try:
+            args = _parser().parse_args(argv)
+        except SystemExit as stop:  # argparse already printed usage or --help
+            return stop.code if isinstance(stop.code, int) else USAGE
+        try:
+            return _COMMANDS[args.command](args, out)
+        except DiagnosticError as err:
+            if getattr(args, "format", "text") == "json":
+                out.json([d.to_record() for d in err.diagnostics])
+            elif getattr(args, "format", "text") == "sarif":
+                from tilesafe.proofs.report import sarif_log
+
+                out.json(sarif_log((), err.diagnostics, version=__version__))
+            else:
+                _render_diags(out, err.diagnostics)
+            return USAGE
+        except (_Usage, ValueError) as err:
+            from tilesafe.api import UsageError
+
+            if isinstance(err, (_Usage, UsageError)):
+                out.error(f"{args.command}: {err}")
+                return USAGE
+            raise
+    except KeyboardInterrupt:
+        out.error("interrupted")
+        return 130
+    except BrokenPipeError:
+        return OK
+    except Exception as err:  # noqa: BLE001 - the one place that turns bugs into exit 3
+        if os.environ.get("TILESAFE_DEBUG"):
+            traceback.print_exc(file=out.err)
+        out.error(f"internal error: {type(err).__name__}: {err}")
+        out.err.write("tilesafe: this is a bug in tilesafe; set TILESAFE_DEBUG=1 for the "
+                      "traceback\n")
+        return INTERNAL
+    finally:
+        _SOURCES.clear()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

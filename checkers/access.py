@@ -1,0 +1,313 @@
+"""Checker "access": every access in bounds, every output element written exactly once.
+
+Each access is an ISL relation from statement instances to elements (semantics/access.py),
+parametric in the sizes, so each property below is one emptiness or inclusion query that
+holds for every size the `where` clause allows:
+
+* in bounds (TS201 global, TS202 shared): the relation minus the tensor's index box is
+  empty. The global side of a TMA copy is exempt: the copy engine fills out-of-bounds box
+  elements on loads and skips them on stores, so its relation is already clipped.
+* written at most once (TS211): for every pair of writers (W_i, W_j) of one global tensor,
+  W_i . W_j^-1 relates two instances that write one element; it must be empty once the
+  identity (i = j) and pairs that took opposite branches of one `if` at the same instance
+  are removed.
+* written at least once (TS212): the union of the writers' ranges contains the tensor's
+  whole index box. Any global tensor that is written is an output, also if it is read
+  (an in-place kernel still writes each element exactly once); a tensor only read has no
+  coverage obligation.
+
+Guards without a Presburger form are handled soundly: bounds and "at most once" are proved
+on the over-approximated domains, coverage on the under-approximated ones; a refutation
+is only reported when it also holds on the under-approximation, otherwise the verdict is
+UNKNOWN (TS291). ISL runs under an operation budget scaled from `timeout_ms`; running past
+it (or any ISL error) gives UNKNOWN (TS290), never a proof.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+import islpy as isl
+from tilesafe.checkers.obligation import Obligation, Verdict
+from tilesafe.checkers.registry import CheckOptions
+from tilesafe.frontend import ir
+from tilesafe.frontend.span import Span
+from tilesafe.semantics.access import (
+    AccessRelation,
+    Kind,
+    collect,
+    point_values,
+    valid_indices,
+    where_params,
+)
+from tilesafe.semantics.affine import CondSets, NotAffine, eval_sizes
+
+CHECKER = "access"
+METHOD = "isl"
+
+GLOBAL_OOB = "TS201"  # a global load/store index outside the tensor for some allowed size
+SHARED_OOB = "TS202"  # a shared-buffer index (or TMA slice) outside the buffer
+WRITTEN_TWICE = "TS211"  # two instances write one element of an output tensor
+UNWRITTEN = "TS212"  # an element of an output tensor no instance writes
+ISL_LIMIT = "TS290"  # ISL ran past its operation budget or failed: verdict unknown
+INEXACT = "TS291"  # a guard or index without Presburger form left the verdict open
+
+OPS_PER_MS = 1000  # measured: about a million ISL operations per second
+
+
+class _Result:
+    """What one query decided, before it becomes an Obligation."""
+
+    def __init__(self, verdict: Verdict, message: str, code: str | None = None,
+                 counterexample: Mapping[str, object] | None = None,
+                 evidence: Mapping[str, object] | None = None):
+        self.verdict = verdict
+        self.message = message
+        self.code = code
+        self.counterexample = counterexample
+        self.evidence = dict(evidence or {})
+
+
+def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:
+    ctx = isl.Context()
+    ctx.set_max_operations(max(1000, options.timeout_ms * OPS_PER_MS))
+    start = time.perf_counter()
+    try:
+        accesses = collect(kernel, ctx)
+        where = where_params(kernel, ctx)
+    except (isl.Error, NotAffine) as err:
+        return [Obligation(CHECKER, f"{kernel.name}: access relations", Verdict.UNKNOWN,
+                           METHOD, kernel.span, ISL_LIMIT, f"cannot build access relations: "
+                           f"{_isl_reason(err)}", seconds=time.perf_counter() - start)]
+    setup = time.perf_counter() - start
+    results = []
+    for a in accesses:
+        if a.clipped:
+            continue
+        what = "global" if a.space is ir.Space.GLOBAL else "shared"
+        name = f"{kernel.name}: {what} {a.kind.value} of {a.tensor} at {_at(a.span)} in bounds"
+        results.append(_run(ctx, name, a.span, setup, lambda a=a: _in_bounds(kernel, ctx, a)))
+    for tensor, writers in _writers(accesses).items():
+        span = writers[0].span
+        results.append(_run(ctx, f"{kernel.name}: {tensor} written at most once", span, setup,
+                            lambda w=writers: _at_most_once(kernel, w)))
+        results.append(_run(ctx, f"{kernel.name}: {tensor} written at least once", span, setup,
+                            lambda t=tensor, w=writers: _at_least_once(kernel, ctx, t, w,
+                                                                        where)))
+    return results
+
+
+def _writers(accesses: Sequence[AccessRelation]) -> dict[str, list[AccessRelation]]:
+    out: dict[str, list[AccessRelation]] = {}
+    for a in accesses:
+        if a.space is ir.Space.GLOBAL and a.kind is Kind.WRITE:
+            out.setdefault(a.tensor, []).append(a)
+    return out
+
+
+def _run(ctx: isl.Context, name: str, span: Span, setup: float,
+         query: Callable[[], _Result]) -> Obligation:
+    """Run one query under a fresh operation budget; ISL failure -> UNKNOWN."""
+    ctx.reset_operations()
+    start = time.perf_counter()
+    try:
+        r = query()
+    except isl.Error as err:
+        r = _Result(Verdict.UNKNOWN, f"ISL gave up: {_isl_reason(err)}", ISL_LIMIT)
+    seconds = time.perf_counter() - start
+    r.evidence["setup_seconds"] = round(setup, 4)
+    return Obligation(CHECKER, name, r.verdict, METHOD, span, r.code, r.message,
+                      seconds=seconds, counterexample=r.counterexample, evidence=r.evidence)
+
+
+def _isl_reason(err: Exception) -> str:
+    text = str(err)
+    if "maximal number of operations" in text:
+        return "operation budget exceeded (raise --timeout)"
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+# ---- in bounds ----------------------------------------------------------------------------
+
+
+def _in_bounds(kernel: ir.Kernel, ctx: isl.Context, a: AccessRelation) -> _Result:
+    code = GLOBAL_OOB if a.space is ir.Space.GLOBAL else SHARED_OOB
+    if a.relation is None or a.relation_under is None:
+        return _Result(Verdict.UNKNOWN, f"cannot model the access: {a.error}", INEXACT)
+    valid = valid_indices(kernel, ctx, a.tensor, a.space)
+    over = a.relation.subtract_range(valid)
+    evidence: dict[str, object] = {
+        "domain": str(a.domain), "relation": str(a.relation), "valid": str(valid),
+        "query": "is_empty(relation.subtract_range(valid))",
+    }
+    if a.dropped:
+        evidence["dropped_guards"] = list(a.dropped)
+    if over.is_empty():
+        return _Result(Verdict.PROVED, f"{a.tensor} index in bounds for every allowed size",
+                       evidence=evidence)
+    evidence["violations"] = str(over)
+    under = a.relation_under.subtract_range(valid)
+    if under.is_empty():
+        return _Result(Verdict.UNKNOWN, "an out-of-bounds index is possible only if the "
+                       f"unmodelled guard allows it: {'; '.join(a.dropped)}", INEXACT,
+                       evidence=evidence)
+    params, coords = point_values(under.wrap().sample_point())
+    n = len(a.dims)
+    cex = _instance(kernel, a, params, coords[:n])
+    index = coords[n:]
+    shape = _shape(kernel, a, params)
+    cex.update(index=index, shape=shape)
+    where = "tensor" if a.space is ir.Space.GLOBAL else "shared buffer"
+    message = (f"{a.kind.value} of {a.tensor}[{', '.join(map(str, index))}] is outside the "
+               f"{where} (shape [{', '.join(map(str, shape))}]) at {_describe(cex)}")
+    return _Result(Verdict.REFUTED, message, code, cex, evidence)
+
+
+def _shape(kernel: ir.Kernel, a: AccessRelation, sizes: Mapping[str, int]) -> list[int]:
+    if a.space is ir.Space.SHARED:
+        return list(kernel.buffer(a.tensor).shape)
+    return [eval_sizes(e, sizes) for e in kernel.tensor(a.tensor).shape]
+
+
+# ---- written at most once -----------------------------------------------------------------
+
+
+def _conflicts(a: AccessRelation, b: AccessRelation, under: bool) -> isl.Map:
+    """{ a-instance -> b-instance : both write one element }, minus the same instance and
+    instances that took opposite branches of one `if`."""
+    wa = a.relation_under if under else a.relation
+    wb = b.relation_under if under else b.relation
+    assert wa is not None and wb is not None
+    pairs = wa.apply_range(wb.reverse())
+    if a.index == b.index:
+        pairs = pairs.subtract(isl.Map.identity(pairs.get_space()))
+    for ba in a.branches:
+        for bb in b.branches:
+            if ba.if_id == bb.if_id and ba.then != bb.then:
+                same = pairs
+                for k in range(ba.prefix):
+                    same = same.equate(isl.dim_type.in_, k, isl.dim_type.out, k)
+                pairs = pairs.subtract(same)
+    return pairs
+
+
+def _at_most_once(kernel: ir.Kernel, writers: Sequence[AccessRelation]) -> _Result:
+    modelled = [w for w in writers if w.relation is not None]
+    evidence: dict[str, object] = {
+        "writes": {f"{w.name}@{_at(w.span)}": str(w.relation) for w in modelled},
+        "query": "for each pair of writers i <= j: is_empty(W_i . W_j^-1 minus identity "
+                 "(i = j) minus same-instance pairs of opposite if-branches)",
+    }
+    open_pairs = []
+    for i, a in enumerate(modelled):
+        for b in modelled[i:]:
+            over = _conflicts(a, b, under=False)
+            if over.is_empty():
+                continue
+            evidence.setdefault("conflicts", {})[f"{a.name},{b.name}"] = str(over)  # type: ignore[index]
+            under = _conflicts(a, b, under=True)
+            if under.is_empty():
+                open_pairs.append((a, b))
+                continue
+            return _twice(kernel, a, b, under, evidence)
+    unmodelled = [w for w in writers if w.relation is None]
+    if unmodelled:
+        return _Result(Verdict.UNKNOWN, f"cannot model a write: {unmodelled[0].error}",
+                       INEXACT, evidence=evidence)
+    tensor = writers[0].tensor
+    if open_pairs:
+        a, b = open_pairs[0]
+        dropped = "; ".join(a.dropped + b.dropped)
+        return _Result(Verdict.UNKNOWN, f"{tensor}: writers at {_at(a.span)} and {_at(b.span)} "
+                       f"may collide unless an unmodelled guard prevents it: {dropped}",
+                       INEXACT, evidence=evidence)
+    return _Result(Verdict.PROVED, f"no element of {tensor} is written twice", evidence=evidence)
+
+
+def _twice(kernel: ir.Kernel, a: AccessRelation, b: AccessRelation, pairs: isl.Map,
+           evidence: dict[str, object]) -> _Result:
+    assert a.relation_under is not None and b.relation_under is not None
+    both = a.relation_under.reverse().range_product(b.relation_under.reverse())
+    both = both.intersect_range(pairs.wrap())  # element -> [a-instance -> b-instance]
+    params, coords = point_values(both.wrap().sample_point())
+    rank = len(kernel.tensor(a.tensor).shape)
+    element = coords[:rank]
+    first = _instance(kernel, a, params, coords[rank:rank + len(a.dims)])
+    second = _instance(kernel, b, params, coords[rank + len(a.dims):])
+    cex = {"sizes": params, "element": element, "writer1": first, "writer2": second}
+    message = (f"{a.tensor}[{', '.join(map(str, element))}] is written twice at sizes "
+               f"{_sizes(params)}: by {_describe(first, sizes=False)} (line {a.span.line}) "
+               f"and by {_describe(second, sizes=False)} (line {b.span.line})")
+    return _Result(Verdict.REFUTED, message, WRITTEN_TWICE, cex, evidence)
+
+
+# ---- written at least once ----------------------------------------------------------------
+
+
+def _at_least_once(kernel: ir.Kernel, ctx: isl.Context, tensor: str,
+                   writers: Sequence[AccessRelation], where: CondSets) -> _Result:
+    valid = valid_indices(kernel, ctx, tensor, ir.Space.GLOBAL)
+    target_over = valid.intersect_params(where.over)
+    target_under = valid.intersect_params(where.under)
+    written_under = isl.Set.empty(valid.get_space())
+    written_over = isl.Set.empty(valid.get_space())
+    for w in writers:
+        if w.relation_under is not None:
+            written_under = written_under.union(w.relation_under.range())
+        if w.relation is not None:
+            written_over = written_over.union(w.relation.range())
+    missing = target_over.subtract(written_under)
+    evidence: dict[str, object] = {
+        "target": str(target_over), "written": str(written_under.coalesce()),
+        "query": "is_empty(target.subtract(union of writer ranges))",
+    }
+    if missing.is_empty():
+        return _Result(Verdict.PROVED, f"every element of {tensor} is written for every "
+                       "allowed size", evidence=evidence)
+    evidence["unwritten"] = str(missing.coalesce())
+    surely = target_under.subtract(written_over)
+    if surely.is_empty():
+        reasons = [r for w in writers for r in w.dropped] + [
+            w.error for w in writers if w.error]
+        return _Result(Verdict.UNKNOWN, f"{tensor} is fully written only if unmodelled "
+                       f"guards allow it: {'; '.join(reasons) or 'where clause'}", INEXACT,
+                       evidence=evidence)
+    params, element = point_values(surely.sample_point())
+    cex = {"sizes": params, "element": element,
+           "shape": [eval_sizes(e, params) for e in kernel.tensor(tensor).shape]}
+    message = (f"{tensor}[{', '.join(map(str, element))}] is never written at sizes "
+               f"{_sizes(params)} (shape [{', '.join(map(str, cex['shape']))}])")
+    return _Result(Verdict.REFUTED, message, UNWRITTEN, cex, evidence)
+
+
+# ---- counterexample formatting ------------------------------------------------------------
+
+
+def _instance(kernel: ir.Kernel, a: AccessRelation, params: Mapping[str, int],
+              coords: Sequence[int]) -> dict[str, object]:
+    nblock = len(kernel.grid)
+    loops = {name: coords[a.dims.index(name)] for name in a.loop_dims}
+    return {"sizes": dict(params), "block": list(coords[:nblock]), "thread": coords[nblock],
+            "loops": loops, "statement": f"{a.name} at {_at(a.span)}"}
+
+
+def _sizes(params: Mapping[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in params.items()) or "(no sizes)"
+
+
+def _describe(inst: Mapping[str, object], sizes: bool = True) -> str:
+    block = inst["block"]
+    parts = []
+    if sizes:
+        parts.append(f"sizes {_sizes(inst['sizes'])}")  # type: ignore[arg-type]
+    parts.append(f"block ({', '.join(map(str, block))})")  # type: ignore[call-overload]
+    parts.append(f"thread {inst['thread']}")
+    loops = inst["loops"]
+    if loops:
+        parts.append(", ".join(f"{k}={v}" for k, v in loops.items()))  # type: ignore[union-attr]
+    return ", ".join(parts)
+
+
+def _at(span: Span) -> str:
+    return f"{span.line}:{span.col}"

@@ -1,0 +1,242 @@
+"""IR integer terms and conditions -> ISL piecewise affine functions and sets.
+
+Every index, loop bound and guard the frontend accepts is quasi-affine (Presburger), so it has
+an exact ISL form over a named space: parameters are the kernel's size variables, set dims are
+the coordinates of one statement instance (block coordinates, thread, enclosing loop
+variables). Conditions that are not Presburger (a guard that reads memory, a float compare, a
+mutable variable) cannot be expressed exactly; `condition` then returns an over- and an
+under-approximation of the set, so a caller can stay sound in both directions: bounds and
+"at most once" are proved on the over-approximation, coverage on the under-approximation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import islpy as isl
+from tilesafe.frontend import ir
+
+SET = isl.dim_type.set
+PARAM = isl.dim_type.param
+
+
+class NotAffine(Exception):
+    """The term has no quasi-affine form (reads memory, uses a float or a mutable local)."""
+
+    def __init__(self, reason: str, expr: ir.Expr):
+        super().__init__(reason)
+        self.reason = reason
+        self.expr = expr
+
+
+@dataclass(frozen=True)
+class AffineEnv:
+    """What the leaves of a term denote in one ISL set space.
+
+    `space` is a set space (params = sizes); `loops` maps a loop uid to its set dim;
+    `blocks` are the dims of block.x/y/z (as many as the grid has); `lets` maps the uid of an
+    immutable `let` to its bound term, substituted where it is used.
+    """
+
+    space: isl.Space
+    loops: Mapping[int, int] = field(default_factory=dict)
+    blocks: tuple[int, ...] = ()
+    thread: int | None = None
+    lets: Mapping[int, ir.Expr] = field(default_factory=dict)
+
+    @property
+    def ctx(self) -> isl.Context:
+        return self.space.get_ctx()
+
+    def local_space(self) -> isl.LocalSpace:
+        return isl.LocalSpace.from_space(self.space)
+
+    def universe(self) -> isl.Set:
+        return isl.Set.universe(self.space)
+
+    def empty(self) -> isl.Set:
+        return isl.Set.empty(self.space)
+
+
+def make_space(ctx: isl.Context, params: tuple[str, ...], dims: tuple[str, ...],
+               name: str | None = None) -> isl.Space:
+    """A set space with named params and dims (and an optional tuple name)."""
+    space = isl.Space.create_from_names(ctx, set=list(dims), params=list(params))
+    return space.set_tuple_name(SET, name) if name else space
+
+
+def val(ctx: isl.Context, value: int) -> isl.Val:
+    return isl.Val.read_from_str(ctx, str(value))
+
+
+def constant(env: AffineEnv, value: int) -> isl.PwAff:
+    aff = isl.Aff.zero_on_domain(env.local_space()).set_constant_val(val(env.ctx, value))
+    return isl.PwAff.from_aff(aff)
+
+
+def dim(env: AffineEnv, pos: int) -> isl.PwAff:
+    return isl.PwAff.var_on_domain(env.local_space(), SET, pos)
+
+
+def param(env: AffineEnv, name: str, expr: ir.Expr) -> isl.PwAff:
+    pos = env.space.find_dim_by_name(PARAM, name)
+    if pos < 0:
+        raise NotAffine(f"size '{name}' is not a parameter of this space", expr)
+    return isl.PwAff.var_on_domain(env.local_space(), PARAM, pos)
+
+
+def term(expr: ir.Expr, env: AffineEnv) -> isl.PwAff:
+    """The exact ISL form of a quasi-affine integer term, or NotAffine."""
+    if expr.type is not ir.ScalarType.INT:
+        raise NotAffine(f"a {expr.type.value} value is not an integer term", expr)
+    if isinstance(expr, ir.IntConst):
+        return constant(env, expr.value)
+    if isinstance(expr, ir.SizeVar):
+        return param(env, expr.name, expr)
+    if isinstance(expr, ir.LoopVar):
+        if expr.uid not in env.loops:
+            raise NotAffine(f"loop variable '{expr.name}' is not in scope", expr)
+        return dim(env, env.loops[expr.uid])
+    if isinstance(expr, ir.Builtin):
+        return _builtin(expr, env)
+    if isinstance(expr, ir.LocalRef):
+        if expr.mutable:
+            raise NotAffine(f"'{expr.name}' is a mutable variable", expr)
+        if expr.uid not in env.lets:
+            raise NotAffine(f"'{expr.name}' is not bound to an integer term", expr)
+        return term(env.lets[expr.uid], env)
+    if isinstance(expr, ir.UnOp) and expr.op == "-":
+        return term(expr.operand, env).neg()
+    if isinstance(expr, ir.BinOp):
+        return _binop(expr, env)
+    if isinstance(expr, ir.Call) and expr.func in ("min", "max", "abs"):
+        args = [term(a, env) for a in expr.args]
+        if expr.func == "min":
+            return args[0].min(args[1])
+        if expr.func == "max":
+            return args[0].max(args[1])
+        return args[0].max(args[0].neg())
+    if isinstance(expr, ir.Load):
+        raise NotAffine(f"it reads memory ('{expr.tensor}[...]')", expr)
+    raise NotAffine(f"'{type(expr).__name__}' is not a quasi-affine term", expr)
+
+
+def _builtin(expr: ir.Builtin, env: AffineEnv) -> isl.PwAff:
+    kind = expr.kind
+    if kind in (ir.BuiltinKind.BLOCK_X, ir.BuiltinKind.BLOCK_Y, ir.BuiltinKind.BLOCK_Z):
+        axis = "xyz".index(kind.value[-1])
+        if axis >= len(env.blocks):
+            raise NotAffine(f"{kind.value} is not a coordinate of this grid", expr)
+        return dim(env, env.blocks[axis])
+    if env.thread is None:
+        raise NotAffine(f"'{kind.value}' used outside a thread context", expr)
+    thread = dim(env, env.thread)
+    if kind is ir.BuiltinKind.THREAD:
+        return thread
+    if kind is ir.BuiltinKind.LANE:
+        return thread.mod_val(val(env.ctx, 32))
+    return thread.scale_down_val(val(env.ctx, 32)).floor()  # warp_id
+
+
+def _binop(expr: ir.BinOp, env: AffineEnv) -> isl.PwAff:
+    op = expr.op
+    if op in ("+", "-"):
+        lhs, rhs = term(expr.lhs, env), term(expr.rhs, env)
+        return lhs.add(rhs) if op == "+" else lhs.sub(rhs)
+    if op == "*":
+        if isinstance(expr.rhs, ir.IntConst):
+            return term(expr.lhs, env).scale_val(val(env.ctx, expr.rhs.value))
+        if isinstance(expr.lhs, ir.IntConst):
+            return term(expr.rhs, env).scale_val(val(env.ctx, expr.lhs.value))
+        lhs, rhs = term(expr.lhs, env), term(expr.rhs, env)
+        if lhs.is_cst() or rhs.is_cst():
+            return lhs.mul(rhs)
+        raise NotAffine("a product of two non-constant terms", expr)
+    if op in ("/", "%"):
+        if not isinstance(expr.rhs, ir.IntConst) or expr.rhs.value <= 0:
+            raise NotAffine(f"'{op}' by something other than a positive constant", expr)
+        lhs, d = term(expr.lhs, env), val(env.ctx, expr.rhs.value)
+        return lhs.scale_down_val(d).floor() if op == "/" else lhs.mod_val(d)
+    raise NotAffine(f"operator '{op}' does not give an integer term", expr)
+
+
+# ---- conditions ---------------------------------------------------------------------------
+
+_COMPARE = {"==": "eq_set", "!=": "ne_set", "<": "lt_set", "<=": "le_set", ">": "gt_set",
+            ">=": "ge_set"}
+
+
+@dataclass(frozen=True)
+class CondSets:
+    """A condition as two sets: `under` <= true set <= `over` (equal when nothing was
+    dropped). `dropped` names the atoms that had no Presburger form."""
+
+    over: isl.Set
+    under: isl.Set
+    dropped: tuple[str, ...] = ()
+
+    @property
+    def exact(self) -> bool:
+        return not self.dropped
+
+    def __and__(self, other: CondSets) -> CondSets:
+        return CondSets(self.over.intersect(other.over), self.under.intersect(other.under),
+                        self.dropped + other.dropped)
+
+    def __or__(self, other: CondSets) -> CondSets:
+        return CondSets(self.over.union(other.over), self.under.union(other.under),
+                        self.dropped + other.dropped)
+
+    def negate(self) -> CondSets:
+        universe = isl.Set.universe(self.over.get_space())
+        return CondSets(universe.subtract(self.under), universe.subtract(self.over),
+                        self.dropped)
+
+
+def exact_set(s: isl.Set) -> CondSets:
+    return CondSets(s, s)
+
+
+def condition(expr: ir.Expr, env: AffineEnv) -> CondSets:
+    """A BOOL expression as (over, under) sets; non-Presburger atoms are dropped (over:
+    true, under: false) and named in `dropped`."""
+    if isinstance(expr, ir.BinOp) and expr.op in ("&&", "||"):
+        lhs, rhs = condition(expr.lhs, env), condition(expr.rhs, env)
+        return lhs & rhs if expr.op == "&&" else lhs | rhs
+    if isinstance(expr, ir.UnOp) and expr.op == "!":
+        return condition(expr.operand, env).negate()
+    if isinstance(expr, ir.BinOp) and expr.op in _COMPARE:
+        try:
+            lhs, rhs = term(expr.lhs, env), term(expr.rhs, env)
+        except NotAffine as why:
+            return _dropped(expr, env, why.reason)
+        return exact_set(getattr(lhs, _COMPARE[expr.op])(rhs))
+    return _dropped(expr, env, "not a comparison of integer terms")
+
+
+def _dropped(expr: ir.Expr, env: AffineEnv, reason: str) -> CondSets:
+    where = f"{expr.span.line}:{expr.span.col}"
+    return CondSets(env.universe(), env.empty(), (f"guard at {where}: {reason}",))
+
+
+# ---- concrete evaluation (counterexample reporting) ---------------------------------------
+
+
+def eval_sizes(expr: ir.Expr, sizes: Mapping[str, int]) -> int:
+    """Value of an integer term over sizes only (shapes, grid) at concrete sizes."""
+    if isinstance(expr, ir.IntConst):
+        return expr.value
+    if isinstance(expr, ir.SizeVar):
+        return sizes[expr.name]
+    if isinstance(expr, ir.UnOp) and expr.op == "-":
+        return -eval_sizes(expr.operand, sizes)
+    if isinstance(expr, ir.BinOp):
+        a, b = eval_sizes(expr.lhs, sizes), eval_sizes(expr.rhs, sizes)
+        ops = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
+               "/": lambda: a // b, "%": lambda: a % b}
+        return ops[expr.op]()
+    if isinstance(expr, ir.Call) and expr.func in ("min", "max", "abs"):
+        args = [eval_sizes(a, sizes) for a in expr.args]
+        return {"min": min, "max": max, "abs": abs}[expr.func](*args)
+    raise NotAffine("not a size expression", expr)

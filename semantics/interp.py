@@ -1,0 +1,1155 @@
+"""The reference interpreter: runs a kernel on numpy arrays, exactly as docs/semantics.md says.
+
+Why: it is the oracle that GPU runs are compared against (differential testing) and the
+engine that replays counterexample schedules from the checkers, so it must be exact (see
+semantics/fp.py for the float rules) and deterministic for a given seed or schedule.
+
+How it runs. Blocks are independent and run one after another. Inside a block every thread
+is a Python generator over closures compiled from the IR; a thread runs purely local
+statements (lets, vars, loops, conditions on registers) without stopping, and pauses before
+every statement with a visible effect: a shared-memory access, a store to or load from a
+global tensor the kernel writes, an mbarrier operation, `sync`, a wait, a TMA issue, a bulk
+group wait, a fence. Each such statement then executes atomically when the scheduler picks
+the thread (sequential consistency at statement granularity). The copy engine of the block
+is a set of pending operations (a TMA load landing; a TMA store reading shared memory; a
+TMA store writing global memory), each of which may be scheduled at any step.
+
+Agents, as recorded in `RunResult.schedule`: 0 .. block-1 are threads; block + j is the j-th
+oldest pending copy-engine operation of the current block. The schedule of a run lists the
+choice made at every step, blocks concatenated in launch order (x fastest); passing it back as
+`schedule=` replays the run exactly (after the list runs out, the seeded random choice goes on).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from tilesafe.frontend import ir
+from tilesafe.frontend.span import Span
+from tilesafe.semantics import fp, tma_rules
+from tilesafe.semantics import interp_error as E
+from tilesafe.semantics.interp_error import InterpError
+from tilesafe.semantics.interp_io import (
+    check_where,
+    random_inputs,
+    summarize_tensor,
+    tensor_shapes,
+    tensor_usage,
+)
+from tilesafe.semantics.mbarrier import MbarrierError, MbarrierState
+from tilesafe.semantics.smem import (
+    NAN_BITS,
+    NUMPY_DTYPE,
+    SMEM_POISON,
+    Placement,
+    bits_view,
+    codec,
+    plan_shared,
+)
+
+__all__ = [
+    "DEFAULT_MAX_STEPS", "InterpError", "RunResult", "TraceEvent", "check_where",
+    "random_inputs", "run_kernel", "summarize", "tensor_shapes",
+]
+
+DEFAULT_MAX_STEPS = 20_000_000
+
+_F32 = np.float32
+_LOCAL, _EFFECT, _COMPOUND = 0, 1, 2
+# Statements whose execution cannot change any barrier, sync or bulk-group state.
+_MEMORY_STMTS = (ir.Store, ir.Let, ir.VarDecl, ir.Assign, ir.If)
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    """One scheduler step: who moved and which statement (or copy) it performed."""
+
+    step: int
+    block: tuple[int, ...]
+    agent: int
+    kind: str
+    span: Span
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
+class RunResult:
+    tensors: dict[str, np.ndarray]  # final contents of every global tensor (bf16 as uint16)
+    steps: int
+    schedule: tuple[int, ...]  # the agent chosen at every step: pass back to replay
+    trace: tuple[TraceEvent, ...] | None  # only with record_trace=True
+    grid: tuple[int, ...]
+    dtypes: dict[str, ir.DType]
+
+
+def summarize(result: RunResult) -> dict[str, dict[str, Any]]:
+    """Per tensor: dtype, shape, checksum of the bytes, sum/min/max of finite values, NaN and
+    inf counts (what the CLI prints after `tilesafe run`)."""
+    return {name: summarize_tensor(arr, result.dtypes[name])
+            for name, arr in result.tensors.items()}
+
+
+def run_kernel(
+    kernel: ir.Kernel,
+    sizes: Mapping[str, int],
+    inputs: Mapping[str, np.ndarray],
+    *,
+    seed: int = 0,
+    schedule: Sequence[int] | None = None,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    record_trace: bool = False,
+) -> RunResult:
+    """Run every block of `kernel` for concrete `sizes` on copies of `inputs`.
+
+    `inputs` must hold every global tensor (outputs too: their initial contents) with the
+    shape the sizes give and the numpy dtype of smem.NUMPY_DTYPE (bf16 as uint16 patterns).
+    Raises InterpError (with `.schedule` set to the choices made so far) on any run-time
+    error, including deadlock.
+    """
+    grid = check_where(kernel, sizes)
+    shapes = tensor_shapes(kernel, sizes)
+    arrays: dict[str, np.ndarray] = {}
+    for t in kernel.params:
+        if t.name not in inputs:
+            raise ValueError(f"no input array for global tensor '{t.name}'")
+        a = np.asarray(inputs[t.name])
+        want = NUMPY_DTYPE[t.dtype]
+        if a.shape != shapes[t.name] or a.dtype != want:
+            raise ValueError(f"tensor '{t.name}' must be {np.dtype(want).name}"
+                             f"{list(shapes[t.name])}, got {a.dtype.name}{list(a.shape)}")
+        arrays[t.name] = np.array(a, dtype=want, order="C", copy=True)
+    run = _Run(kernel, dict(sizes), arrays, seed, schedule, max_steps, record_trace)
+    with np.errstate(all="ignore"):
+        for bz in range(grid[2] if len(grid) > 2 else 1):
+            for by in range(grid[1] if len(grid) > 1 else 1):
+                for bx in range(grid[0]):
+                    block_idx = (bx, by, bz)[: len(grid)]
+                    _Block(run, block_idx).execute()
+    return RunResult(arrays, run.step, tuple(run.choices),
+                     tuple(run.trace) if run.trace is not None else None, grid,
+                     {t.name: t.dtype for t in kernel.params})
+
+
+# ---- run-wide state -----------------------------------------------------------------------
+
+
+@dataclass
+class _Global:
+    tensor: ir.GlobalTensor
+    array: np.ndarray
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    bits: np.ndarray  # flat view as unsigned patterns
+    read: Callable[[int], Any]
+    write: Callable[[int, Any], None]
+
+
+class _Run:
+    def __init__(self, kernel: ir.Kernel, sizes: dict[str, int], arrays: dict[str, np.ndarray],
+                 seed: int, schedule: Sequence[int] | None, max_steps: int,
+                 record_trace: bool) -> None:
+        self.kernel = kernel
+        self.sizes = sizes
+        self.globals: dict[str, _Global] = {}
+        for t in kernel.params:
+            arr = arrays[t.name]
+            raw = arr.reshape(-1).view(np.uint8)
+            read, write = codec(t.dtype, raw)
+            shape = arr.shape
+            strides = tuple(int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape)))
+            self.globals[t.name] = _Global(t, arr, shape, strides, bits_view(raw, t.dtype.nbytes),
+                                           read, write)
+        _, self.written = tensor_usage(kernel)
+        self.plan = plan_shared(kernel.shared)
+        stmts = list(_walk_all(kernel.body))
+        self.track_proxy = any(isinstance(s, ir.TmaStore) for s in stmts)
+        self.var_dtypes = {s.uid: s.dtype for s in stmts if isinstance(s, ir.VarDecl)}
+        self.rng = random.Random(seed)
+        self.replay = list(schedule) if schedule is not None else []
+        self.choices: list[int] = []
+        self.trace: list[TraceEvent] | None = [] if record_trace else None
+        self.step = 0
+        self.max_steps = max_steps
+        self._box_cache: dict[tuple, np.ndarray] = {}
+        self._tmap_ok: set[str] = set()
+
+    def box_offsets(self, tm: ir.TensorMap, eb: int, base: int) -> np.ndarray:
+        """Byte offsets (from `base`) where the copy engine puts each box element."""
+        key = (tm.box, eb, tm.swizzle, base)
+        if key not in self._box_cache:
+            self._box_cache[key] = np.array(
+                tma_rules.box_arrangement(tm.box, eb, tm.swizzle, base), dtype=np.int64)
+        return self._box_cache[key]
+
+    def check_tensormap(self, tm: ir.TensorMap, span: Span) -> None:
+        """Refuse a descriptor the driver would reject (TS5xx), once per tensor map."""
+        if tm.name in self._tmap_ok:
+            return
+        g = self.globals[tm.tensor]
+        spec = tma_rules.TensorMapSpec.from_row_major(
+            g.tensor.dtype.value, g.shape, tm.box, swizzle=tm.swizzle, oob_fill=tm.oob_fill)
+        bad = tma_rules.admissibility(spec)
+        if bad:
+            v = bad[0]
+            raise InterpError(v.code, f"tensormap '{tm.name}': {v.message}", tm.span,
+                              {"rule": v.rule, "citation": v.citation})
+        self._tmap_ok.add(tm.name)
+
+
+def _walk_all(stmts: tuple[ir.Stmt, ...]):
+    for s in stmts:
+        yield s
+        for name in ("body", "then", "orelse"):
+            yield from _walk_all(getattr(s, name, ()) or ())
+
+
+# ---- threads, blockers, copies ------------------------------------------------------------
+
+
+class _Thread:
+    __slots__ = ("tid", "lane", "warp", "vals", "gen", "pending", "done", "unfenced",
+                 "open_group", "groups")
+
+    def __init__(self, tid: int) -> None:
+        self.tid = tid
+        self.lane = tid % 32
+        self.warp = tid // 32
+        self.vals: dict[int, Any] = {}
+        self.gen: Any = None
+        self.pending: Any = None
+        self.done = False
+        self.unfenced: list[tuple[int, int]] = []  # (address, bytes) of unfenced generic writes
+        self.open_group: list[_Copy] = []
+        self.groups: list[list[_Copy]] = []
+
+
+class _Blocker:
+    """What a blocked thread waits for; `ready()` is re-evaluated as the state changes."""
+
+    __slots__ = ("stmt", "role", "ready", "describe")
+
+    def __init__(self, stmt: ir.Stmt, role: str, ready: Callable[[], bool],
+                 describe: Callable[[], str]) -> None:
+        self.stmt = stmt
+        self.role = role
+        self.ready = ready
+        self.describe = describe  # evaluated only when a deadlock is reported
+
+
+class _Copy:
+    """One copy-engine operation. Loads: one step (write shared, complete_tx). Stores: a
+    read step (snapshot shared) then a write step (global)."""
+
+    __slots__ = ("kind", "stmt", "tid", "g", "slots", "addrs", "flat", "mask", "fill", "bar",
+                 "nbytes", "data", "read_done", "write_done", "elem_bytes", "buffer")
+
+    def __init__(self, kind: str, stmt: ir.Stmt, tid: int) -> None:
+        self.kind = kind
+        self.stmt = stmt
+        self.tid = tid
+        self.read_done = False
+        self.write_done = False
+
+
+def _threads_text(tids: list[int]) -> str:
+    runs: list[list[int]] = []
+    for t in sorted(tids):
+        if runs and t == runs[-1][1] + 1:
+            runs[-1][1] = t
+        else:
+            runs.append([t, t])
+    parts = [f"{a}" if a == b else f"{a}-{b}" for a, b in runs]
+    return ("thread " if len(tids) == 1 else "threads ") + ",".join(parts)
+
+
+# ---- one block ----------------------------------------------------------------------------
+
+
+class _Block:
+    def __init__(self, run: _Run, block_idx: tuple[int, ...]) -> None:
+        self.run = run
+        self.kernel = run.kernel
+        self.block_idx = block_idx
+        self.nthreads = run.kernel.block
+        self.smem = np.full(run.plan.total, SMEM_POISON, dtype=np.uint8)
+        self.tags = np.full(run.plan.total, -1, dtype=np.int32) if run.track_proxy else None
+        self.codecs = {dt: codec(dt, self.smem) for dt in ir.DType}
+        self.bars: dict[str, list[MbarrierState]] = {}
+        self.phase: dict[str, list[int]] = {}
+        self.init_by: dict[str, list[int | None]] = {}
+        self.fenced: dict[str, list[bool]] = {}
+        for b in self.kernel.barriers:
+            self.bars[b.name] = [MbarrierState()] * b.instances
+            self.phase[b.name] = [0] * b.instances
+            self.init_by[b.name] = [None] * b.instances
+            self.fenced[b.name] = [False] * b.instances
+        self.sync_count = 0
+        self.sync_gen = 0
+        self.copies: list[_Copy] = []
+        self.note: str | None = None
+        self.threads = [_Thread(i) for i in range(self.nthreads)]
+        _, self.body = _Compiler(self).block(self.kernel.body, None)
+
+    # -- errors -----------------------------------------------------------------------------
+
+    def err(self, code: str, message: str, span: Span, t: _Thread | None,
+            **detail: Any) -> InterpError:
+        where = f"block {self.block_idx}" + (f", thread {t.tid}" if t is not None else "")
+        detail = {"block": self.block_idx, **detail}
+        if t is not None:
+            detail["thread"] = t.tid
+        return InterpError(code, f"{message} ({where})", span, detail)
+
+    def model_err(self, exc: MbarrierError, label: str, span: Span,
+                  t: _Thread | None) -> InterpError:
+        code = E.MODEL_CODES.get(exc.code, exc.code)
+        return self.err(code, f"{label}: {exc.message}", span, t, model_code=exc.code,
+                        barriers=self.barrier_states())
+
+    # -- barriers ---------------------------------------------------------------------------
+
+    def label(self, name: str, i: int) -> str:
+        return name if self.kernel.barrier(name).length is None else f"{name}[{i}]"
+
+    def bar_state_text(self, name: str, i: int) -> str:
+        st = self.bars[name][i]
+        if not st.initialized:
+            return f"{self.label(name, i)}: uninitialised"
+        return (f"{self.label(name, i)}: phase {self.phase[name][i]} (parity {st.parity}), "
+                f"pending {st.pending}/{st.expected}, tx {st.tx}")
+
+    def barrier_states(self) -> dict[str, str]:
+        return {self.label(n, i): self.bar_state_text(n, i)
+                for n, insts in self.bars.items() for i in range(len(insts))}
+
+    def bar_update(self, name: str, i: int, op: Callable[[MbarrierState], MbarrierState],
+                   span: Span, t: _Thread | None) -> None:
+        old = self.bars[name][i]
+        if not old.initialized:
+            raise self.err(E.UNINIT, f"mbarrier {self.label(name, i)} used before init", span,
+                           t, barriers=self.barrier_states())
+        try:
+            new = op(old)
+        except MbarrierError as exc:
+            raise self.model_err(exc, self.label(name, i), span, t) from None
+        if new.parity != old.parity:
+            self.phase[name][i] += 1
+        self.bars[name][i] = new
+        if self.run.trace is not None:
+            self.note = self.bar_state_text(name, i)
+
+    # -- the copy engine --------------------------------------------------------------------
+
+    def perform(self, c: _Copy) -> bool:
+        """Run the next step of a copy; True when the copy is finished."""
+        g: _Global = c.g
+        sbits = bits_view(self.smem, c.elem_bytes)
+        if c.kind == "load":
+            vals = np.full(c.flat.shape, c.fill, dtype=g.bits.dtype)
+            vals[c.mask] = g.bits[c.flat[c.mask]]
+            sbits[c.slots] = vals
+            if self.tags is not None:
+                for k in range(c.elem_bytes):
+                    self.tags[c.addrs + k] = -1
+            name, i = c.bar
+            self.bar_update(name, i, lambda s: s.complete_tx(c.nbytes), c.stmt.span, None)
+            c.read_done = c.write_done = True
+            return True
+        if not c.read_done:
+            if self.tags is not None:
+                for k in range(c.elem_bytes):
+                    writers = self.tags[c.addrs + k]
+                    bad = np.nonzero(writers >= 0)[0]
+                    if bad.size:
+                        j = int(bad[0])
+                        raise self.err(
+                            E.PROXY_FENCE,
+                            f"tma_store reads '{c.buffer}' at address {int(c.addrs[j])} (box "
+                            f"element {j}) written by thread {int(writers[j])} through the "
+                            "generic proxy without 'fence proxy_async' before its "
+                            "synchronisation", c.stmt.span, None, writer=int(writers[j]),
+                            address=int(c.addrs[j]), issuer=c.tid)
+            c.data = sbits[c.slots].copy()
+            c.read_done = True
+            if self.run.trace is not None:
+                self.note = "read shared"
+            return False
+        g.bits[c.flat[c.mask]] = c.data[c.mask]
+        c.write_done = True
+        if self.run.trace is not None:
+            self.note = "wrote global"
+        return True
+
+    # -- scheduling -------------------------------------------------------------------------
+
+    def execute(self) -> None:
+        run = self.run
+        threads = self.threads
+        nthreads = self.nthreads
+        ready: list[int] = []
+        blocked: list[int] = []
+        for t in threads:
+            t.gen = self.body(t)
+            try:
+                t.pending = self._advance(t)
+            except InterpError as exc:
+                raise self._annotate(exc) from None
+            if t.done:
+                continue
+            (blocked if isinstance(t.pending, _Blocker) else ready).append(t.tid)
+        passable: list[int] = []
+        dirty = True
+        copies = self.copies
+        while True:
+            if dirty:
+                passable = [tid for tid in blocked if threads[tid].pending.ready()]
+                dirty = False
+            n = len(ready) + len(passable) + len(copies)
+            if n == 0:
+                if blocked:
+                    raise self._annotate(self._deadlock(blocked))
+                return
+            if run.step >= run.max_steps:
+                raise self._annotate(self.err(E.STEP_LIMIT, f"step limit {run.max_steps} "
+                                              "reached", self.kernel.span, None))
+            agent = self._choose(ready, passable)
+            run.choices.append(agent)
+            self.note = None
+            try:
+                if agent < nthreads:
+                    t = threads[agent]
+                    p = t.pending
+                    was_blocked = isinstance(p, _Blocker)
+                    stmt = p.stmt if was_blocked else p
+                    t.pending = nxt = self._advance(t)
+                    if was_blocked:
+                        blocked.remove(agent)
+                        dirty = True
+                        if not t.done and not isinstance(nxt, _Blocker):
+                            ready.append(agent)
+                    elif t.done:
+                        ready.remove(agent)
+                    elif isinstance(nxt, _Blocker):
+                        ready.remove(agent)
+                    if isinstance(nxt, _Blocker):
+                        blocked.append(agent)
+                        dirty = True
+                    if not isinstance(stmt, _MEMORY_STMTS):
+                        dirty = True
+                    kind = type(stmt).__name__ + (".pass" if was_blocked else "")
+                else:
+                    c = copies[agent - nthreads]
+                    stmt = c.stmt
+                    kind = ("tma_load.land" if c.kind == "load" else
+                            "tma_store.write" if c.read_done else "tma_store.read")
+                    if self.perform(c):
+                        del copies[agent - nthreads]
+                    dirty = True
+            except InterpError as exc:
+                raise self._annotate(exc) from None
+            if run.trace is not None:
+                run.trace.append(TraceEvent(run.step, self.block_idx, agent, kind, stmt.span,
+                                            self.note))
+            run.step += 1
+
+    def _advance(self, t: _Thread) -> Any:
+        try:
+            return t.gen.send(None)
+        except StopIteration:
+            t.done = True
+            return None
+
+    def _choose(self, ready: list[int], passable: list[int]) -> int:
+        run = self.run
+        pos = len(run.choices)
+        if pos < len(run.replay):
+            agent = run.replay[pos]
+            ok = False
+            if 0 <= agent < self.nthreads:
+                t = self.threads[agent]
+                ok = not t.done and (not isinstance(t.pending, _Blocker) or t.pending.ready())
+            elif self.nthreads <= agent < self.nthreads + len(self.copies):
+                ok = True
+            if not ok:
+                raise self.err(E.BAD_REPLAY, f"replayed schedule step {pos} names agent {agent},"
+                               " which cannot move now", self.kernel.span, None, step=pos)
+            return agent
+        k = run.rng.randrange(len(ready) + len(passable) + len(self.copies))
+        if k < len(ready):
+            return ready[k]
+        k -= len(ready)
+        if k < len(passable):
+            return passable[k]
+        return self.nthreads + k - len(passable)
+
+    def _annotate(self, exc: InterpError) -> InterpError:
+        exc.detail.setdefault("block", self.block_idx)
+        exc.schedule = tuple(self.run.choices)
+        exc.steps = self.run.step
+        return exc
+
+    def _deadlock(self, blocked: list[int]) -> InterpError:
+        groups: dict[tuple[str, str], list[int]] = {}
+        for tid in blocked:
+            b = self.threads[tid].pending
+            groups.setdefault((b.role, b.describe()), []).append(tid)
+        lines = [f"{role} {_threads_text(tids)} {what}"
+                 for (role, what), tids in sorted(groups.items(), key=lambda kv: kv[1][0])]
+        finished = [t.tid for t in self.threads if t.done]
+        all_sync = all(isinstance(self.threads[tid].pending.stmt, ir.Sync) for tid in blocked)
+        code = E.SYNC_DEADLOCK if all_sync else E.DEADLOCK
+        head = "deadlock at sync" if all_sync else "deadlock"
+        tail = f"; {_threads_text(finished)} finished" if finished else ""
+        first = self.threads[blocked[0]].pending.stmt
+        return self.err(code, f"{head}: " + "; ".join(lines) + tail, first.span, None,
+                        blocked=[{"role": r, "threads": tids, "waits": w}
+                                 for (r, w), tids in groups.items()],
+                        finished=finished, barriers=self.barrier_states())
+
+
+# ---- compiling the IR to closures ----------------------------------------------------------
+
+
+def _to_f32(fn: Callable[[Any], Any], typ: ir.ScalarType) -> Callable[[Any], Any]:
+    if typ is ir.ScalarType.FLOAT:
+        return fn
+    conv = fp.int_to_f32
+    return lambda t: conv(fn(t))
+
+
+_VAR_CONVERT: dict[ir.DType, Callable[[Any], Any]] = {
+    ir.DType.F32: lambda x: x,
+    ir.DType.F16: fp.round_to_f16,
+    ir.DType.BF16: fp.round_to_bf16,
+    ir.DType.I32: fp.wrap_i32,
+    ir.DType.U8: fp.wrap_u8,
+}
+
+
+class _Compiler:
+    """Turns IR into closures over one block's state. Expressions: t -> value. Statements:
+    (kind, stmt, fn) where LOCAL fns run at once, EFFECT fns run after the thread yields the
+    statement (and may return a _Blocker), COMPOUND fns are generators."""
+
+    def __init__(self, blk: _Block) -> None:
+        self.b = blk
+        self.run = blk.run
+        self.k = blk.kernel
+        self.visible_tensors = blk.run.written
+
+    # -- visibility -------------------------------------------------------------------------
+
+    def visible(self, e: ir.Expr | None) -> bool:
+        if e is None:
+            return False
+        if isinstance(e, ir.Load):
+            if e.space is ir.Space.SHARED or e.tensor in self.visible_tensors:
+                return True
+            return any(self.visible(i) for i in e.indices)
+        if isinstance(e, ir.BinOp):
+            return self.visible(e.lhs) or self.visible(e.rhs)
+        if isinstance(e, ir.UnOp):
+            return self.visible(e.operand)
+        if isinstance(e, ir.Call):
+            return any(self.visible(a) for a in e.args)
+        return False
+
+    # -- expressions ------------------------------------------------------------------------
+
+    def expr(self, e: ir.Expr) -> Callable[[Any], Any]:
+        return getattr(self, "e_" + type(e).__name__)(e)
+
+    def e_IntConst(self, e: ir.IntConst):
+        v = e.value
+        return lambda t: v
+
+    def e_FloatConst(self, e: ir.FloatConst):
+        v = _F32(e.value)
+        return lambda t: v
+
+    def e_SizeVar(self, e: ir.SizeVar):
+        v = self.run.sizes[e.name]
+        return lambda t: v
+
+    def e_Builtin(self, e: ir.Builtin):
+        kind = e.kind
+        if kind is ir.BuiltinKind.THREAD:
+            return lambda t: t.tid
+        if kind is ir.BuiltinKind.LANE:
+            return lambda t: t.lane
+        if kind is ir.BuiltinKind.WARP_ID:
+            return lambda t: t.warp
+        axis = {ir.BuiltinKind.BLOCK_X: 0, ir.BuiltinKind.BLOCK_Y: 1, ir.BuiltinKind.BLOCK_Z: 2}
+        idx = self.b.block_idx
+        v = idx[axis[kind]] if axis[kind] < len(idx) else 0
+        return lambda t: v
+
+    def e_LoopVar(self, e: ir.LoopVar):
+        uid = e.uid
+        return lambda t: t.vals[uid]
+
+    def e_LocalRef(self, e: ir.LocalRef):
+        uid = e.uid
+        return lambda t: t.vals[uid]
+
+    def e_UnOp(self, e: ir.UnOp):
+        f = self.expr(e.operand)
+        if e.op == "!":
+            return lambda t: not f(t)
+        return lambda t: -f(t)
+
+    def e_BinOp(self, e: ir.BinOp):
+        op = e.op
+        a, b = self.expr(e.lhs), self.expr(e.rhs)
+        if op == "&&":
+            return lambda t: a(t) and b(t)
+        if op == "||":
+            return lambda t: a(t) or b(t)
+        ltype, rtype = e.lhs.type, e.rhs.type
+        is_float = ir.ScalarType.FLOAT in (ltype, rtype)
+        if is_float:
+            a, b = _to_f32(a, ltype), _to_f32(b, rtype)
+        if op in ("==", "!=", "<", "<=", ">", ">="):
+            cmp = {"==": lambda x, y: x == y, "!=": lambda x, y: x != y,
+                   "<": lambda x, y: x < y, "<=": lambda x, y: x <= y,
+                   ">": lambda x, y: x > y, ">=": lambda x, y: x >= y}[op]
+            return lambda t: bool(cmp(a(t), b(t)))
+        if op == "+":
+            return lambda t: a(t) + b(t)
+        if op == "-":
+            return lambda t: a(t) - b(t)
+        if op == "*":
+            return lambda t: a(t) * b(t)
+        if is_float:  # "/" ("%" on floats is rejected by the frontend)
+            return lambda t: a(t) / b(t)
+        if isinstance(e.rhs, ir.IntConst) and e.rhs.value > 0:
+            c = e.rhs.value
+            return (lambda t: a(t) // c) if op == "/" else (lambda t: a(t) % c)
+        blk, span = self.b, e.span
+
+        def divmod_checked(t: _Thread) -> int:
+            x, y = a(t), b(t)
+            if y == 0:
+                raise blk.err(E.DIV_ZERO, f"integer '{op}' by zero", span, t)
+            return x // y if op == "/" else x % y
+
+        return divmod_checked
+
+    def e_Call(self, e: ir.Call):
+        fns = [self.expr(a) for a in e.args]
+        if e.func == "f32":
+            return _to_f32(fns[0], e.args[0].type)
+        if e.func == "i32":
+            f = fns[0]
+            return lambda t: fp.f32_to_i32(f(t))
+        if e.type is ir.ScalarType.FLOAT:
+            fns = [_to_f32(f, a.type) for f, a in zip(fns, e.args, strict=True)]
+            impl = {"min": fp.fmin, "max": fp.fmax, "abs": fp.fabs}[e.func]
+        else:
+            impl = {"min": min, "max": max, "abs": abs}[e.func]
+        if len(fns) == 1:
+            f0 = fns[0]
+            return lambda t: impl(f0(t))
+        f0, f1 = fns
+        return lambda t: impl(f0(t), f1(t))
+
+    def e_Load(self, e: ir.Load):
+        if e.space is ir.Space.GLOBAL:
+            g = self.run.globals[e.tensor]
+            flat = self.index_fn(e.tensor, g.shape, e.indices, e.span, E.GLOBAL_OOB, "global")
+            read = g.read
+            return lambda t: read(flat(t))
+        pl = self.run.plan.placements[e.tensor]
+        flat = self.index_fn(e.tensor, pl.buffer.shape, e.indices, e.span, E.SHARED_OOB,
+                             "shared")
+        read = self.b.codecs[pl.buffer.dtype][0]
+        slots = pl.slots
+        return lambda t: read(slots[flat(t)])
+
+    def index_fn(self, name: str, shape: tuple[int, ...], indices: tuple[ir.Expr, ...],
+                 span: Span, code: str, space: str) -> Callable[[Any], int]:
+        """Row-major linear index of a logical coordinate, raising TS201/TS202 outside."""
+        fns = [self.expr(i) for i in indices]
+        blk = self.b
+
+        def oob(t: _Thread, idx: tuple[int, ...]) -> InterpError:
+            return blk.err(code, f"{space} access {name}{list(idx)} is outside shape "
+                           f"{list(shape)}", span, t, tensor=name, index=list(idx),
+                           shape=list(shape))
+
+        if len(fns) == 1:
+            (f0,), (d0,) = fns, shape
+
+            def flat1(t: _Thread) -> int:
+                i = f0(t)
+                if 0 <= i < d0:
+                    return i
+                raise oob(t, (i,))
+
+            return flat1
+        if len(fns) == 2:
+            (f0, f1), (d0, d1) = fns, shape
+
+            def flat2(t: _Thread) -> int:
+                i, j = f0(t), f1(t)
+                if 0 <= i < d0 and 0 <= j < d1:
+                    return i * d1 + j
+                raise oob(t, (i, j))
+
+            return flat2
+
+        if len(fns) == 3:
+            (f0, f1, f2), (d0, d1, d2) = fns, shape
+
+            def flat3(t: _Thread) -> int:
+                i, j, k = f0(t), f1(t), f2(t)
+                if 0 <= i < d0 and 0 <= j < d1 and 0 <= k < d2:
+                    return (i * d1 + j) * d2 + k
+                raise oob(t, (i, j, k))
+
+            return flat3
+
+        def flatn(t: _Thread) -> int:
+            k = 0
+            idx = tuple(f(t) for f in fns)
+            for i, d in zip(idx, shape, strict=True):
+                if not 0 <= i < d:
+                    raise oob(t, idx)
+                k = k * d + i
+            return k
+
+        return flatn
+
+    # -- statements -------------------------------------------------------------------------
+
+    def block(self, stmts: tuple[ir.Stmt, ...], role: ir.Role | None):
+        items = [self.stmt(s, role) for s in stmts]
+        if all(kind == _LOCAL for kind, _, _ in items):
+            fns = [fn for _, _, fn in items]
+
+            def run_local(t: _Thread) -> None:
+                for fn in fns:
+                    fn(t)
+
+            return True, run_local
+        steps = tuple(items)
+
+        def run_gen(t: _Thread):
+            for kind, stmt, fn in steps:
+                if kind == _LOCAL:
+                    fn(t)
+                elif kind == _EFFECT:
+                    yield stmt
+                    blocker = fn(t)
+                    if blocker is not None:
+                        yield blocker
+                else:
+                    yield from fn(t)
+
+        return False, run_gen
+
+    def stmt(self, s: ir.Stmt, role: ir.Role | None) -> tuple[int, ir.Stmt, Callable]:
+        return getattr(self, "s_" + type(s).__name__)(s, role)
+
+    def s_Let(self, s: ir.Let, role):
+        f, uid = self.expr(s.value), s.uid
+
+        def let(t: _Thread) -> None:
+            t.vals[uid] = f(t)
+
+        return (_EFFECT if self.visible(s.value) else _LOCAL), s, let
+
+    def s_VarDecl(self, s: ir.VarDecl, role):
+        f, uid, conv = self.expr(s.value), s.uid, _VAR_CONVERT[s.dtype]
+
+        def decl(t: _Thread) -> None:
+            t.vals[uid] = conv(f(t))
+
+        return (_EFFECT if self.visible(s.value) else _LOCAL), s, decl
+
+    def s_Assign(self, s: ir.Assign, role):
+        f, uid = self.expr(s.value), s.uid
+        conv = _VAR_CONVERT[self.run.var_dtypes[s.uid]]
+        op = s.op
+
+        def assign(t: _Thread) -> None:
+            v = f(t)
+            if op == "=":
+                t.vals[uid] = conv(v)
+            elif op == "+":
+                t.vals[uid] = conv(t.vals[uid] + v)
+            elif op == "-":
+                t.vals[uid] = conv(t.vals[uid] - v)
+            else:
+                t.vals[uid] = conv(t.vals[uid] * v)
+
+        return (_EFFECT if self.visible(s.value) else _LOCAL), s, assign
+
+    def s_Store(self, s: ir.Store, role):
+        val = self.expr(s.value)
+        if s.space is ir.Space.GLOBAL:
+            g = self.run.globals[s.tensor]
+            flat = self.index_fn(s.tensor, g.shape, s.indices, s.span, E.GLOBAL_OOB, "global")
+            write = g.write
+
+            def store_global(t: _Thread) -> None:
+                write(flat(t), val(t))
+
+            return _EFFECT, s, store_global
+        pl = self.run.plan.placements[s.tensor]
+        flat = self.index_fn(s.tensor, pl.buffer.shape, s.indices, s.span, E.SHARED_OOB,
+                             "shared")
+        write = self.b.codecs[pl.buffer.dtype][1]
+        slots, eb, tags = pl.slots, pl.elem_bytes, self.b.tags
+
+        def store_shared(t: _Thread) -> None:
+            slot = slots[flat(t)]
+            write(slot, val(t))
+            if tags is not None:
+                addr = slot * eb
+                tags[addr:addr + eb] = t.tid
+                t.unfenced.append((addr, eb))
+
+        return _EFFECT, s, store_shared
+
+    def s_For(self, s: ir.For, role):
+        lo, hi, step, uid = self.expr(s.lo), self.expr(s.hi), s.step, s.var.uid
+        local, body = self.block(s.body, role)
+        if local:
+            def loop_local(t: _Thread) -> None:
+                v, end = lo(t), hi(t)
+                while v < end:
+                    t.vals[uid] = v
+                    body(t)
+                    v += step
+
+            return _LOCAL, s, loop_local
+
+        def loop(t: _Thread):
+            v, end = lo(t), hi(t)
+            while v < end:
+                t.vals[uid] = v
+                yield from body(t)
+                v += step
+
+        return _COMPOUND, s, loop
+
+    def s_If(self, s: ir.If, role):
+        cond = self.expr(s.cond)
+        then_local, then = self.block(s.then, role)
+        else_local, orelse = self.block(s.orelse, role)
+        pause = self.visible(s.cond)
+        if then_local and else_local and not pause:
+            def if_local(t: _Thread) -> None:
+                (then if cond(t) else orelse)(t)
+
+            return _LOCAL, s, if_local
+
+        def if_gen(t: _Thread):
+            if pause:
+                yield s
+            branch, is_local = (then, then_local) if cond(t) else (orelse, else_local)
+            if is_local:
+                branch(t)
+            else:
+                yield from branch(t)
+
+        return _COMPOUND, s, if_gen
+
+    def s_Role(self, s: ir.Role, role):
+        lo, hi, elect = s.threads.lo, s.threads.hi, s.elect_one
+        local, body = self.block(s.body, s)
+
+        def member(t: _Thread) -> bool:
+            return t.tid == lo if elect else lo <= t.tid < hi
+
+        if local:
+            def role_local(t: _Thread) -> None:
+                if member(t):
+                    body(t)
+
+            return _LOCAL, s, role_local
+
+        def role_gen(t: _Thread):
+            if member(t):
+                yield from body(t)
+
+        return _COMPOUND, s, role_gen
+
+    # -- barriers ---------------------------------------------------------------------------
+
+    def bar_index(self, ref: ir.BarrierRef) -> Callable[[Any], int]:
+        n = self.k.barrier(ref.name).instances
+        if ref.index is None:
+            return lambda t: 0
+        f, blk, name, span = self.expr(ref.index), self.b, ref.name, ref.span
+
+        def index(t: _Thread) -> int:
+            i = f(t)
+            if 0 <= i < n:
+                return i
+            raise blk.err(E.SHARED_OOB, f"barrier index {name}[{i}] is outside 0..{n - 1}",
+                          span, t, barrier=name, index=i)
+
+        return index
+
+    def s_Init(self, s: ir.Init, role):
+        blk, name = self.b, s.barrier.name
+        bar = self.k.barrier(name)
+        whole = s.barrier.index is None
+        index = self.bar_index(s.barrier)
+
+        def init(t: _Thread) -> None:
+            for i in (range(bar.instances) if whole else (index(t),)):
+                st = blk.bars[name][i]
+                if st.initialized:
+                    raise blk.err(E.REINIT, f"init of mbarrier {blk.label(name, i)}, which is "
+                                  f"live (initialised by thread {blk.init_by[name][i]})",
+                                  s.span, t, barriers=blk.barrier_states())
+                try:
+                    blk.bars[name][i] = st.init(bar.count)
+                except MbarrierError as exc:
+                    raise blk.model_err(exc, blk.label(name, i), s.span, t) from None
+                blk.phase[name][i] = 0
+                blk.init_by[name][i] = t.tid
+                blk.fenced[name][i] = False
+
+        return _EFFECT, s, init
+
+    def s_Fence(self, s: ir.Fence, role):
+        blk = self.b
+        if s.kind is ir.FenceKind.MBARRIER_INIT:
+            def fence_init(t: _Thread) -> None:
+                for name, owners in blk.init_by.items():
+                    for i, owner in enumerate(owners):
+                        if owner == t.tid:
+                            blk.fenced[name][i] = True
+
+            return _EFFECT, s, fence_init
+
+        def fence_proxy(t: _Thread) -> None:
+            tags = blk.tags
+            if tags is not None:
+                tid = t.tid
+                for addr, eb in t.unfenced:
+                    if tags[addr] == tid:
+                        tags[addr:addr + eb] = -1
+            t.unfenced.clear()
+
+        return _EFFECT, s, fence_proxy
+
+    def s_Sync(self, s: ir.Sync, role):
+        blk, rname = self.b, role.name if role else "block"
+
+        def sync(t: _Thread) -> _Blocker | None:
+            t.unfenced.clear()  # a release: later fences no longer cover earlier writes
+            blk.sync_count += 1
+            gen = blk.sync_gen
+            if blk.sync_count == blk.nthreads:
+                blk.sync_count = 0
+                blk.sync_gen += 1
+                return None
+            return _Blocker(s, rname, lambda: blk.sync_gen != gen,
+                            lambda: f"wait at sync (line {s.span.line}; {blk.sync_count} of "
+                            f"{blk.nthreads} threads arrived)")
+
+        return _EFFECT, s, sync
+
+    def s_Wait(self, s: ir.Wait, role):
+        blk, name, rname = self.b, s.barrier.name, role.name if role else "block"
+        index, parity = self.bar_index(s.barrier), self.expr(s.parity)
+
+        def wait(t: _Thread) -> _Blocker | None:
+            i, p = index(t), parity(t)
+            st = blk.bars[name][i]
+            if not st.initialized:
+                raise blk.err(E.UNINIT, f"wait on mbarrier {blk.label(name, i)} before init",
+                              s.span, t, barriers=blk.barrier_states())
+            try:
+                if st.test_wait_parity(p):
+                    return None
+            except MbarrierError as exc:
+                raise blk.model_err(exc, blk.label(name, i), s.span, t) from None
+            insts = blk.bars[name]
+            return _Blocker(s, rname, lambda: insts[i].parity != p,
+                            lambda: f"wait {blk.label(name, i)} parity {p} "
+                            f"[{blk.bar_state_text(name, i)}]")
+
+        return _EFFECT, s, wait
+
+    def s_Arrive(self, s: ir.Arrive, role):
+        blk, name = self.b, s.barrier.name
+        index = self.bar_index(s.barrier)
+        tx = self.expr(s.tx_bytes) if s.tx_bytes is not None else None
+        lo = role.threads.lo if role is not None else 0
+        hi = role.threads.hi if role is not None else blk.nthreads
+        if role is not None and role.elect_one:
+            hi = lo + 1
+        mode = s.mode
+
+        def arrive(t: _Thread) -> None:
+            t.unfenced.clear()
+            i = index(t)
+            if tx is None:
+                blk.bar_update(name, i, lambda st: st.arrive(1)[0], s.span, t)
+            else:
+                n = tx(t)
+                blk.bar_update(name, i, lambda st: st.arrive_expect_tx(n)[0], s.span, t)
+
+        if mode is ir.ArriveMode.EACH:
+            return _EFFECT, s, arrive
+        if mode is ir.ArriveMode.ONE:
+            def arrive_one(t: _Thread):
+                if t.tid == lo:
+                    yield s
+                    arrive(t)
+
+            return _COMPOUND, s, arrive_one
+
+        # `one per warp` is elect.sync + arrive: the lanes of each warp (of the role) first
+        # converge -- none goes on before all reached the statement -- then the lowest lane
+        # arrives. The convergence is what orders the other lanes' earlier accesses before
+        # the arrival.
+        gates: dict[int, list[int]] = {}  # warp -> [lanes arrived, generation]
+        rname = role.name if role is not None else "block"
+
+        def converge(t: _Thread) -> _Blocker | None:
+            t.unfenced.clear()
+            w = t.warp
+            size = min(hi, 32 * w + 32) - max(lo, 32 * w)
+            gate = gates.setdefault(w, [0, 0])
+            gate[0] += 1
+            gen = gate[1]
+            if gate[0] == size:
+                gate[0], gate[1] = 0, gen + 1
+                return None
+            return _Blocker(s, rname, lambda: gate[1] != gen,
+                            lambda: f"converge at 'arrive {name}, one per warp' (line "
+                            f"{s.span.line}; {gate[0]} of {size} lanes of warp {w} there)")
+
+        def arrive_per_warp(t: _Thread):
+            yield s
+            blocker = converge(t)
+            if blocker is not None:
+                yield blocker
+            if t.tid == max(lo, 32 * t.warp):
+                yield s
+                arrive(t)
+
+        return _COMPOUND, s, arrive_per_warp
+
+    def s_ExpectTx(self, s: ir.ExpectTx, role):
+        blk, name = self.b, s.barrier.name
+        index, nbytes = self.bar_index(s.barrier), self.expr(s.nbytes)
+
+        def expect(t: _Thread) -> None:
+            i, n = index(t), nbytes(t)
+            blk.bar_update(name, i, lambda st: st.expect_tx(n), s.span, t)
+
+        return _EFFECT, s, expect
+
+    # -- the copy engine --------------------------------------------------------------------
+
+    def tma_common(self, s: ir.TmaLoad | ir.TmaStore, sl: ir.BufferSlice):
+        """Closure computing, for one issuing thread, the copy's shared slots and global
+        positions (a _Copy without kind-specific fields)."""
+        blk, run = self.b, self.run
+        tm = self.k.tensormap(s.tensormap)
+        g = run.globals[tm.tensor]
+        pl: Placement = run.plan.placements[sl.buffer]
+        eb = pl.elem_bytes
+        prefix = [self.expr(p) for p in sl.prefix]
+        coords = [self.expr(c) for c in s.coords]
+        rank_buf = len(pl.buffer.shape)
+        box_grid = np.indices(tm.box).reshape(len(tm.box), -1).astype(np.int64)
+        gshape = np.array(g.shape, dtype=np.int64).reshape(-1, 1)
+        gstrides = np.array(g.strides, dtype=np.int64).reshape(-1, 1)
+        fill = NAN_BITS.get(g.tensor.dtype, 0) if tm.oob_fill == "nan" else 0
+        kind = "load" if isinstance(s, ir.TmaLoad) else "store"
+
+        def make(t: _Thread) -> _Copy:
+            run.check_tensormap(tm, s.span)
+            pre = tuple(f(t) for f in prefix)
+            for p, d in zip(pre, pl.buffer.shape, strict=False):
+                if not 0 <= p < d:
+                    raise blk.err(E.SHARED_OOB, f"slice {sl.buffer}{list(pre)} is outside shape "
+                                  f"{list(pl.buffer.shape)}", sl.span, t)
+            base = pl.address(pre + (0,) * (rank_buf - len(pre)))
+            if base % tma_rules.SMEM_ALIGNMENT:
+                raise blk.err("TS510", f"TMA shared address {base} of {sl.buffer}{list(pre)} "
+                              f"is not {tma_rules.SMEM_ALIGNMENT}-byte aligned", sl.span, t)
+            addrs = base + run.box_offsets(tm, eb, base)
+            if addrs.min() < pl.base or addrs.max() + eb > pl.base + pl.nbytes:
+                raise blk.err(E.SHARED_OOB, f"TMA box at {sl.buffer}{list(pre)} reaches outside "
+                              f"the buffer (bytes {pl.base}..{pl.base + pl.nbytes - 1})",
+                              sl.span, t)
+            origin = np.array([f(t) for f in coords], dtype=np.int64).reshape(-1, 1)
+            gidx = origin + box_grid
+            mask = np.all((gidx >= 0) & (gidx < gshape), axis=0)
+            c = _Copy(kind, s, t.tid)
+            c.g, c.elem_bytes, c.buffer, c.fill = g, eb, sl.buffer, fill
+            c.addrs, c.slots = addrs, addrs // eb
+            c.flat, c.mask = np.where(mask, (gidx * gstrides).sum(axis=0), 0), mask
+            return c
+
+        return make
+
+    def s_TmaLoad(self, s: ir.TmaLoad, role):
+        blk, name = self.b, s.barrier.name
+        make, index = self.tma_common(s, s.dst), self.bar_index(s.barrier)
+
+        def tma_load(t: _Thread) -> None:
+            c = make(t)
+            i = index(t)
+            if not blk.bars[name][i].initialized:
+                raise blk.err(E.UNINIT, f"tma_load signals mbarrier {blk.label(name, i)} "
+                              "before init", s.span, t, barriers=blk.barrier_states())
+            if not blk.fenced[name][i]:
+                raise blk.err(E.UNFENCED_INIT, f"tma_load signals mbarrier "
+                              f"{blk.label(name, i)} whose init (thread "
+                              f"{blk.init_by[name][i]}) was not followed by "
+                              "'fence mbarrier_init'", s.span, t)
+            c.bar, c.nbytes = (name, i), s.nbytes
+            blk.copies.append(c)
+
+        return _EFFECT, s, tma_load
+
+    def s_TmaStore(self, s: ir.TmaStore, role):
+        blk, make = self.b, self.tma_common(s, s.src)
+
+        def tma_store(t: _Thread) -> None:
+            c = make(t)
+            t.open_group.append(c)
+            blk.copies.append(c)
+
+        return _EFFECT, s, tma_store
+
+    def s_CommitGroup(self, s: ir.CommitGroup, role):
+        def commit(t: _Thread) -> None:
+            t.groups.append(t.open_group)
+            t.open_group = []
+
+        return _LOCAL, s, commit
+
+    def s_WaitGroup(self, s: ir.WaitGroup, role):
+        limit, read_only = s.pending, s.read
+        rname = role.name if role else "block"
+
+        def incomplete(t: _Thread) -> int:
+            t.groups = [g for g in t.groups if not all(c.write_done for c in g)]
+            if read_only:
+                return sum(1 for g in t.groups if not all(c.read_done for c in g))
+            return len(t.groups)
+
+        def wait_group(t: _Thread) -> _Blocker | None:
+            if incomplete(t) <= limit:
+                return None
+            return _Blocker(s, rname, lambda: incomplete(t) <= limit,
+                            lambda: f"wait_group {limit}{' read' if read_only else ''} "
+                            f"({incomplete(t)} committed groups pending)")
+
+        return _EFFECT, s, wait_group

@@ -1,0 +1,63 @@
+"""The error every reference-interpreter failure raises: a TS code, a message, a span, and
+machine-readable detail (block, thread, indices, barrier states...).
+
+Why separate: the shared-memory model, the interpreter and its callers (CLI, checkers that
+replay counterexample schedules) all need it without importing each other.
+
+Codes the interpreter raises:
+  TS200  sizes missing / violating the `where` clause / a non-positive grid or shape
+  TS201  global out-of-bounds access          TS202  shared out-of-bounds access
+  TS203  integer division by zero at run time (only possible with `var` operands)
+  TS301  a TMA store read shared memory written by the generic proxy with no
+         `fence proxy_async` by the writer before its next synchronisation
+  TS401  barrier used before `init`           TS402  `init` of a live barrier
+  TS403  more arrivals than pending           TS404  tx-count out of the PTX range
+  TS405  the copy engine signals a barrier whose init was not fenced (`fence mbarrier_init`)
+  TS410  deadlock: every unfinished thread blocked and the copy engine idle
+  TS420  deadlock at `sync`: every blocked thread waits at `sync` (a role-subset reached it)
+  TS411 / TS415 / TS416  passed through from the mbarrier model (init count range, parity
+         operand not 0/1, expect_tx completing a phase PTX leaves unspecified)
+  TS5xx  a tensor map the driver would reject, or a TMA shared address not 128-byte aligned
+  TS490  replayed schedule names an agent that cannot move at that step
+  TS499  step limit exceeded
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tilesafe.frontend.span import NO_SPAN, Span
+
+WHERE = "TS200"
+GLOBAL_OOB = "TS201"
+SHARED_OOB = "TS202"
+DIV_ZERO = "TS203"
+PROXY_FENCE = "TS301"
+UNINIT = "TS401"
+REINIT = "TS402"
+OVER_ARRIVE = "TS403"
+TX_RANGE = "TS404"
+UNFENCED_INIT = "TS405"
+DEADLOCK = "TS410"
+SYNC_DEADLOCK = "TS420"
+BAD_REPLAY = "TS490"
+STEP_LIMIT = "TS499"
+
+# mbarrier model codes (semantics/mbarrier.py) -> the interpreter's codes.
+MODEL_CODES = {"TS410": UNINIT, "TS414": REINIT, "TS412": OVER_ARRIVE, "TS413": TX_RANGE}
+
+
+class InterpError(Exception):
+    """A run-time error of a kernel (or of the interpreter's input), with where and why."""
+
+    def __init__(
+        self, code: str, message: str, span: Span = NO_SPAN, detail: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(f"{span}: {code} {message}")
+        self.code = code
+        self.message = message
+        self.span = span
+        self.detail: dict[str, Any] = dict(detail or {})
+        # Filled by run_kernel: the scheduling choices up to the error, to replay it.
+        self.schedule: tuple[int, ...] = ()
+        self.steps = 0

@@ -1,0 +1,496 @@
+"""Lowering of every layout kind to ISL maps, and decision procedures over those maps.
+
+`to_isl(x)` returns an isl.Map { [coordinates] -> [offset(s)] } restricted to the layout's
+domain (parameters for symbolic extents):
+
+* CuTe `Layout`: one input per top-level mode; a nested mode splits its coordinate
+  colexicographically with floor/mod by constants (exact quasi-affine form).
+* `Swizzle` / `ComposedLayout`: the XOR of two B-bit fields is written bit by bit: bit k of
+  an offset is floor(o / 2^k) mod 2, and the XOR of two bits is their sum mod 2.
+* F2 `LinearLayout`: every input bit is an existential b in {0, 1} with x = sum 2^i b_i, and
+  output bit j is (sum of the b_i in row j of the matrix) mod 2.
+* LEGO layouts and piecewise layouts: their div/mod (and guarded) forms directly.
+
+Decision procedures (`equivalent`, `injective`, `in_bounds`, `covers`, `check_pieces`)
+return a `Result`: "proved", "refuted" with a concrete witness sampled by ISL, or "unknown"
+when ISL ran past its operation budget (`ctx.set_max_operations`) -- never a false proof.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import islpy as isl
+from tilesafe.semantics.cute import ComposedLayout, Layout, Swizzle
+from tilesafe.semantics.inttuple import flatten, prefix_product, product, suffix_product
+from tilesafe.semantics.lego import LegoChain, LegoLayout
+from tilesafe.semantics.linear_layout import LinearLayout
+from tilesafe.semantics.piecewise import PiecewiseLayout
+
+CTX = isl.Context()
+"""The one ISL context all tilesafe maps live in (objects of different contexts never mix)."""
+
+DEFAULT_MAX_OPS = 20_000_000
+"""Operation budget per decision; exceeding it yields verdict "unknown"."""
+
+PROVED, REFUTED, UNKNOWN = "proved", "refuted", "unknown"
+
+
+def read_map(text: str) -> isl.Map:
+    return isl.Map.read_from_str(CTX, text)
+
+
+def read_set(text: str) -> isl.Set:
+    return isl.Set.read_from_str(CTX, text)
+
+
+def coord_names(n: int) -> list[str]:
+    return [f"c{i}" for i in range(n)]
+
+
+def _ident(name: str, fallback: str) -> str:
+    s = re.sub(r"[^A-Za-z0-9_]", "_", name)
+    if not s or s[0].isdigit():
+        s = fallback
+    return f"{s}_"  # trailing underscore keeps clear of ISL keywords (and, mod, floor, ...)
+
+
+# --- builders ---------------------------------------------------------------------------
+
+
+def box_set(shape: Sequence[int | str], params: Sequence[str] = ()) -> isl.Set:
+    """{ [c0, ...] : 0 <= c_i < shape_i } (extents may be ISL expressions in `params`)."""
+    names = coord_names(len(shape))
+    cons = " and ".join(f"0 <= {c} < {e}" for c, e in zip(names, shape, strict=False)) or "true"
+    prefix = f"[{', '.join(params)}] -> " if params else ""
+    return read_set(f"{prefix}{{ [{', '.join(names)}] : {cons} }}")
+
+
+def _mode_expr(coord: str, shape: Any, stride: Any) -> str:
+    """Offset contributed by one top-level mode whose coordinate is the int `coord`."""
+    leaves, strides = flatten(shape), flatten(stride)
+    if len(leaves) == 1:
+        return f"{strides[0]}*{coord}"
+    colex = flatten(prefix_product(shape))
+    terms = []
+    for j, (s, d, p) in enumerate(zip(leaves, strides, colex, strict=False)):
+        if s == 1 or d == 0:
+            continue
+        part = coord if p == 1 else f"floor({coord}/{p})"
+        if j != len(leaves) - 1:
+            part = f"({part} mod {s})"
+        terms.append(f"{d}*{part}")
+    return " + ".join(terms) or "0"
+
+
+def cute_map(layout: Layout, *, linear: bool = False) -> isl.Map:
+    """{ [c0..c_{r-1}] -> [o] } for a CuTe layout: one input per top-level mode (or a single
+    linear index when `linear`)."""
+    modes = [layout] if linear else list(layout.modes())
+    names = coord_names(len(modes))
+    bounds = [f"0 <= {c} < {m.size()}" for c, m in zip(names, modes, strict=False)]
+    if linear:
+        expr = _mode_expr(names[0], (layout.shape,), (layout.stride,))
+    else:
+        expr = " + ".join(
+            _mode_expr(c, m.shape, m.stride) for c, m in zip(names, modes, strict=True)
+        )
+    return read_map(f"{{ [{', '.join(names)}] -> [o] : {' and '.join(bounds)} and o = {expr} }}")
+
+
+def swizzle_expr(sw: Swizzle, var: str) -> str:
+    """ISL expression of sw(var): each target bit t is replaced by (t + source) mod 2."""
+    if sw.bits == 0:
+        return var
+    zb = sw.base - min(0, sw.shift)
+    yb = sw.base + max(0, sw.shift)
+    parts = [var]
+    for i in range(sw.bits):
+        z = f"floor(({var})/{1 << (zb + i)})"
+        y = f"floor(({var})/{1 << (yb + i)})"
+        parts.append(f"{1 << (zb + i)}*((({z}) + ({y})) mod 2) - {1 << (zb + i)}*(({z}) mod 2)")
+    return " + ".join(parts)
+
+
+def swizzle_map(sw: Swizzle, offset: int = 0) -> isl.Map:
+    """{ [o] -> [p] : o >= 0, p = sw(o + offset) }."""
+    var = f"(o + {offset})" if offset else "o"
+    return read_map(f"{{ [o] -> [p] : o >= 0 and p = {swizzle_expr(sw, var)} }}")
+
+
+def composed_map(cl: ComposedLayout, *, linear: bool = False) -> isl.Map:
+    return cute_map(cl.layout, linear=linear).apply_range(swizzle_map(cl.swizzle, cl.offset))
+
+
+def linear_layout_text(ll: LinearLayout) -> str:
+    """ISL text of an F2 layout by bit decomposition (see module docstring)."""
+    ins = [_ident(n, f"i{k}") for k, n in enumerate(ll.in_names)]
+    outs = [_ident(n, f"o{k}") for k, n in enumerate(ll.out_names)]
+    bits: list[str] = []
+    cons: list[str] = []
+    for k, (_name, bases) in enumerate(ll.in_dims):
+        if not bases:
+            cons.append(f"{ins[k]} = 0")
+            continue
+        bs = [f"b{k}_{i}" for i in range(len(bases))]
+        bits += bs
+        cons += [f"0 <= {b} <= 1" for b in bs]
+        cons.append(f"{ins[k]} = " + " + ".join(f"{1 << i}*{b}" for i, b in enumerate(bs)))
+    flat_bases = [(f"b{k}_{i}", b) for k, (_, bases) in enumerate(ll.in_dims)
+                  for i, b in enumerate(bases)]
+    for j, (_oname, osize) in enumerate(ll.out_dims):
+        terms = []
+        for bit in range(osize.bit_length() - 1):
+            row = [bv for bv, basis in flat_bases if (basis[j] >> bit) & 1]
+            if not row:
+                continue
+            parity = row[0] if len(row) == 1 else f"(({' + '.join(row)}) mod 2)"
+            terms.append(f"{1 << bit}*{parity}")
+        cons.append(f"{outs[j]} = " + (" + ".join(terms) if terms else "0"))
+    body = " and ".join(cons)
+    if bits:
+        body = f"exists ({', '.join(bits)} : {body})"
+    return f"{{ [{', '.join(ins)}] -> [{', '.join(outs)}] : {body} }}"
+
+
+def linear_layout_map(ll: LinearLayout) -> isl.Map:
+    return read_map(linear_layout_text(ll))
+
+
+def _lego_stage_expr(lg: LegoLayout, names: Sequence[str]) -> str:
+    w = lg.weights()
+    terms = []
+    for sd in lg.order.order:
+        f = lg.group.factor(sd)
+        if f == 1:
+            continue
+        inner = lg.group.inner(sd)
+        c = names[sd[0]]
+        part = c if inner == 1 else f"floor({c}/{inner})"
+        if inner * f != lg.shape[sd[0]]:
+            part = f"({part} mod {f})"
+        terms.append(f"{w[sd]}*{part}")
+    return " + ".join(terms) or "0"
+
+
+def lego_map(lg: LegoLayout | LegoChain) -> isl.Map:
+    """Quasi-affine map of a LEGO layout; chains compose with row-major delinearisation."""
+    stages = lg.stages if isinstance(lg, LegoChain) else (lg,)
+    first = stages[0]
+    names = coord_names(len(first.shape))
+    bounds = " and ".join(f"0 <= {c} < {e}" for c, e in zip(names, first.shape, strict=False))
+    m = read_map(f"{{ [{', '.join(names)}] -> [o] : {bounds} and "
+                 f"o = {_lego_stage_expr(first, names)} }}")
+    for st in stages[1:]:
+        m = m.apply_range(delinearize_map(st.shape)).apply_range(
+            read_map(f"{{ [{', '.join(coord_names(len(st.shape)))}] -> [o] : "
+                     f"o = {_lego_stage_expr(st, coord_names(len(st.shape)))} }}")
+        )
+    return m
+
+
+def delinearize_map(shape: Sequence[int]) -> isl.Map:
+    """{ [l] -> [c0..] } row-major (last dim fastest), for 0 <= l < prod(shape)."""
+    names = coord_names(len(shape))
+    strides = suffix_product(tuple(shape))
+    cons = [f"0 <= l < {product(tuple(shape))}"]
+    for c, e, s in zip(names, shape, strides, strict=False):
+        part = "l" if s == 1 else f"floor(l/{s})"
+        cons.append(f"{c} = ({part} mod {e})" if s * e != product(tuple(shape)) else
+                    f"{c} = {part}")
+    return read_map(f"{{ [l] -> [{', '.join(names)}] : {' and '.join(cons)} }}")
+
+
+def linearize_map(shape: Sequence[int]) -> isl.Map:
+    """{ [c0..] -> [l] } row-major index on the box."""
+    names = coord_names(len(shape))
+    strides = suffix_product(tuple(shape))
+    bounds = " and ".join(f"0 <= {c} < {e}" for c, e in zip(names, shape, strict=False))
+    expr = " + ".join(f"{s}*{c}" for c, s in zip(names, strides, strict=False))
+    return read_map(f"{{ [{', '.join(names)}] -> [l] : {bounds} and l = {expr} }}")
+
+
+def piecewise_map(pw: PiecewiseLayout) -> isl.Map:
+    """Union of the pieces (with parameters)."""
+    maps = [read_map(pw.piece_map_isl(p)) for p in pw.pieces]
+    m = maps[0]
+    for x in maps[1:]:
+        m = m.union(x)
+    return m.coalesce()
+
+
+def to_isl(obj: object, *, linear: bool = False) -> isl.Map:
+    """Lower any supported layout (or anything with a `to_isl()` method) to an isl.Map."""
+    if isinstance(obj, isl.Map):
+        return obj
+    if isinstance(obj, str):
+        return read_map(obj)
+    if isinstance(obj, Layout):
+        return cute_map(obj, linear=linear)
+    if isinstance(obj, ComposedLayout):
+        return composed_map(obj, linear=linear)
+    if isinstance(obj, Swizzle):
+        return swizzle_map(obj)
+    if isinstance(obj, LinearLayout):
+        return linear_layout_map(obj)
+    if isinstance(obj, (LegoLayout, LegoChain)):
+        return lego_map(obj)
+    if isinstance(obj, PiecewiseLayout):
+        return piecewise_map(obj)
+    method = getattr(obj, "to_isl", None)
+    if callable(method):
+        return method()
+    raise TypeError(f"cannot lower {type(obj).__name__} to ISL")
+
+
+# --- results ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Result:
+    """Verdict of one decision. `ok` is True only for a proof; `witness` holds concrete
+    values (params, coordinates, offsets) when refuted; `evidence` holds ISL text."""
+
+    prop: str
+    verdict: str
+    witness: Mapping[str, Any] | None = None
+    evidence: Mapping[str, str] = field(default_factory=dict)
+    reason: str = ""
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == PROVED
+
+    @property
+    def refuted(self) -> bool:
+        return self.verdict == REFUTED
+
+    @property
+    def unknown(self) -> bool:
+        return self.verdict == UNKNOWN
+
+    def __str__(self) -> str:
+        w = f" witness={dict(self.witness)}" if self.witness else ""
+        r = f" ({self.reason})" if self.reason else ""
+        return f"{self.prop}: {self.verdict}{r}{w}"
+
+
+def _guarded(prop: str, max_ops: int, body: Callable[[], Result]) -> Result:
+    """Run `body` under an ISL operation budget; an exhausted budget or ISL error is UNKNOWN."""
+    t0 = time.perf_counter()
+    CTX.set_max_operations(max_ops)
+    CTX.reset_operations()
+    try:
+        res = body()
+    except isl.Error as exc:
+        res = Result(prop, UNKNOWN, reason=f"isl gave up: {exc}")
+    finally:
+        CTX.set_max_operations(0)
+        CTX.reset_operations()
+    return Result(res.prop, res.verdict, res.witness, res.evidence, res.reason,
+                  time.perf_counter() - t0)
+
+
+def _as_map(x: object) -> isl.Map:
+    return to_isl(x)
+
+
+def _as_set(x: object) -> isl.Set | None:
+    if x is None or isinstance(x, isl.Set):
+        return x
+    if isinstance(x, str):
+        return read_set(x)
+    if isinstance(x, (tuple, list)):
+        return box_set(list(x))
+    raise TypeError(f"domain must be an isl.Set, ISL text or a shape tuple, not {type(x)}")
+
+
+def _restrict(m: isl.Map, domain: object) -> isl.Map:
+    d = _as_set(domain)
+    return m if d is None else m.intersect_domain(d)
+
+
+def _point(pt: isl.Point, n_set: int) -> tuple[dict[str, int], tuple[int, ...]]:
+    sp = pt.get_space()
+    params = {
+        sp.get_dim_name(isl.dim_type.param, i): pt.get_coordinate_val(
+            isl.dim_type.param, i).to_python()
+        for i in range(sp.dim(isl.dim_type.param))
+    }
+    vals = tuple(pt.get_coordinate_val(isl.dim_type.set, i).to_python() for i in range(n_set))
+    return params, vals
+
+
+def _fix(s: isl.Set | isl.Map, params: Mapping[str, int]) -> Any:
+    for name, v in params.items():
+        idx = s.find_dim_by_name(isl.dim_type.param, name)
+        if idx >= 0:
+            s = s.fix_val(isl.dim_type.param, idx, isl.Val.int_from_si(CTX, v))
+    return s
+
+
+def eval_map(m: isl.Map, coord: Sequence[int], params: Mapping[str, int] | None = None
+             ) -> tuple[int, ...] | None:
+    """The offset(s) `m` gives at `coord` (None if undefined there): used for witnesses."""
+    mm = _fix(m, params or {})
+    for i, v in enumerate(coord):
+        mm = mm.fix_val(isl.dim_type.in_, i, isl.Val.int_from_si(CTX, int(v)))
+    rng = mm.range()
+    if rng.is_empty():
+        return None
+    _, vals = _point(rng.sample_point(), rng.dim(isl.dim_type.set))
+    return vals
+
+
+def _scalar(t: tuple[int, ...] | None) -> Any:
+    return t[0] if t is not None and len(t) == 1 else t
+
+
+# --- decision procedures ----------------------------------------------------------------
+
+
+def equivalent(a: object, b: object, domain: object = None, *,
+               max_ops: int = DEFAULT_MAX_OPS) -> Result:
+    """Do `a` and `b` define the same relation on `domain` (default: on their own domains,
+    which must then coincide)? Witness: params, coord, offset_a, offset_b."""
+
+    def body() -> Result:
+        ma, mb = _restrict(_as_map(a), domain), _restrict(_as_map(b), domain)
+        ev = {"a": str(ma), "b": str(mb)}
+        for t in (isl.dim_type.in_, isl.dim_type.out):
+            if ma.dim(t) != mb.dim(t):
+                return Result("equivalent", REFUTED, None, ev,
+                              reason=f"arity differs: {ma.get_space()} vs {mb.get_space()}")
+        diff = ma.subtract(mb).union(mb.subtract(ma))
+        ev["difference"] = str(diff)
+        if diff.is_empty():
+            return Result("equivalent", PROVED, None, ev)
+        params, coord = _point(diff.domain().sample_point(), ma.dim(isl.dim_type.in_))
+        w = {"params": params, "coord": coord,
+             "offset_a": _scalar(eval_map(ma, coord, params)),
+             "offset_b": _scalar(eval_map(mb, coord, params))}
+        return Result("equivalent", REFUTED, w, ev, reason="the layouts differ at coord")
+
+    return _guarded("equivalent", max_ops, body)
+
+
+def injective(m: object, domain: object = None, *, max_ops: int = DEFAULT_MAX_OPS) -> Result:
+    """No two coordinates of the domain share an offset. Witness: coord_a, coord_b, offset."""
+
+    def body() -> Result:
+        mm = _restrict(_as_map(m), domain)
+        n = mm.dim(isl.dim_type.in_)
+        pairs = mm.apply_range(mm.reverse())
+        lt = isl.Map.lex_lt(mm.get_space().domain())
+        coll = pairs.intersect(lt)
+        ev = {"map": str(mm), "collisions": str(coll)}
+        if coll.is_empty():
+            return Result("injective", PROVED, None, ev)
+        params, vals = _point(coll.wrap().sample_point(), 2 * n)
+        ca, cb = vals[:n], vals[n:]
+        w = {"params": params, "coord_a": ca, "coord_b": cb,
+             "offset": _scalar(eval_map(mm, ca, params)),
+             "offset_b": _scalar(eval_map(mm, cb, params))}
+        return Result("injective", REFUTED, w, ev, reason="two coordinates share an offset")
+
+    return _guarded("injective", max_ops, body)
+
+
+def _param_prefix(m: isl.Map) -> str:
+    names = [m.get_dim_name(isl.dim_type.param, i) for i in range(m.dim(isl.dim_type.param))]
+    return f"[{', '.join(names)}] -> " if names else ""
+
+
+def in_bounds(m: object, domain: object = None, lo: int | str | Sequence[int | str] = 0,
+              hi: int | str | Sequence[int | str] | None = None, *,
+              max_ops: int = DEFAULT_MAX_OPS) -> Result:
+    """lo <= offset < hi for every coordinate (per output dim when tuples are given; hi may
+    be an ISL expression in the map's parameters, e.g. "64*M"). Witness: coord, offset."""
+
+    def body() -> Result:
+        mm = _restrict(_as_map(m), domain)
+        n_out = mm.dim(isl.dim_type.out)
+        los = list(lo) if isinstance(lo, (tuple, list)) else [lo] * n_out
+        his = list(hi) if isinstance(hi, (tuple, list)) else [hi] * n_out
+        outs = [f"o{j}" for j in range(n_out)]
+        bad = []
+        for o, l, h in zip(outs, los, his, strict=False):
+            if l is not None:
+                bad.append(f"{o} < {l}")
+            if h is not None:
+                bad.append(f"{o} >= {h}")
+        if not bad:
+            return Result("in_bounds", PROVED, None, {"map": str(mm)}, reason="no bounds given")
+        oob = read_set(f"{_param_prefix(mm)}{{ [{', '.join(outs)}] : {' or '.join(bad)} }}")
+        viol = mm.intersect_range(oob)
+        ev = {"map": str(mm), "out_of_bounds": str(oob), "violations": str(viol)}
+        if viol.is_empty():
+            return Result("in_bounds", PROVED, None, ev)
+        n_in = mm.dim(isl.dim_type.in_)
+        params, vals = _point(viol.wrap().sample_point(), n_in + n_out)
+        w = {"params": params, "coord": vals[:n_in], "offset": _scalar(vals[n_in:])}
+        return Result("in_bounds", REFUTED, w, ev, reason="an offset leaves the bounds")
+
+    return _guarded("in_bounds", max_ops, body)
+
+
+def covers(m: object, domain: object = None, codomain: object = None, *,
+           max_ops: int = DEFAULT_MAX_OPS) -> Result:
+    """Every point of `codomain` (an isl.Set, ISL text, an int n for [0, n), or a shape
+    tuple for a box) is the offset of some coordinate. Witness: an uncovered offset."""
+
+    def body() -> Result:
+        mm = _restrict(_as_map(m), domain)
+        if isinstance(codomain, int):
+            cod = box_set([codomain])
+        else:
+            cod = _as_set(codomain)
+        if cod is None:
+            raise ValueError("covers needs a codomain")
+        # only parameter values where the (restricted) layout is defined are in question
+        uncovered = cod.subtract(mm.range()).intersect_params(mm.domain().params())
+        ev = {"map": str(mm), "codomain": str(cod), "uncovered": str(uncovered)}
+        if uncovered.is_empty():
+            return Result("covers", PROVED, None, ev)
+        params, vals = _point(uncovered.sample_point(), uncovered.dim(isl.dim_type.set))
+        w = {"params": params, "offset": _scalar(vals)}
+        return Result("covers", REFUTED, w, ev, reason="an offset is never produced")
+
+    return _guarded("covers", max_ops, body)
+
+
+def check_pieces(pw: PiecewiseLayout, *, max_ops: int = DEFAULT_MAX_OPS) -> Result:
+    """The pieces of a piecewise layout are pairwise disjoint and cover its domain, for every
+    parameter value allowed by its context. Witness: params, coord, pieces (names)."""
+
+    def body() -> Result:
+        dom = read_set(pw.domain_set_isl())
+        sets = [read_set(pw.piece_set_isl(p)) for p in pw.pieces]
+        ev = {"domain": str(dom)}
+        n = dom.dim(isl.dim_type.set)
+        for i in range(len(sets)):
+            for j in range(i + 1, len(sets)):
+                both = sets[i].intersect(sets[j])
+                if not both.is_empty():
+                    params, coord = _point(both.sample_point(), n)
+                    ev["overlap"] = str(both)
+                    w = {"params": params, "coord": coord,
+                         "pieces": (pw.pieces[i].name, pw.pieces[j].name)}
+                    return Result("pieces", REFUTED, w, ev, reason="two pieces overlap")
+        union = sets[0]
+        for s in sets[1:]:
+            union = union.union(s)
+        gap = dom.subtract(union)
+        ev["gap"] = str(gap)
+        if gap.is_empty():
+            return Result("pieces", PROVED, None, ev)
+        params, coord = _point(gap.sample_point(), n)
+        return Result("pieces", REFUTED, {"params": params, "coord": coord, "pieces": ()}, ev,
+                      reason="no piece covers a coordinate")
+
+    return _guarded("pieces", max_ops, body)

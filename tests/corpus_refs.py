@@ -1,0 +1,158 @@
+"""NumPy references for the kernels of corpus/good/: what each output tensor must hold.
+
+Why: the reference interpreter (semantics/interp.py) is differential-tested against these,
+and later the H100 runs are too. Each reference computes the way the kernel does -- f32
+arithmetic, one rounding per operation, no FMA contraction, stores rounded to nearest-even
+into the output type, reductions in the kernel's exact summation order -- so results must
+agree bit for bit (no tolerance anywhere).
+
+`CASES[name]` gives the reference `ref(sizes, inputs) -> {output: array}` and the sizes to
+test at (several per kernel, non-powers of two wherever the kernel's `where` allows them).
+Inputs may hold f16 as float16, f32 as float32, and bf16 either as float32 values that are
+bf16-representable or as raw uint16 bit patterns; `f32` below accepts all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+Sizes = dict[str, int]
+Arrays = dict[str, np.ndarray]
+
+F32 = np.float32
+
+
+def f32(a: np.ndarray) -> np.ndarray:
+    """Widen an input to float32 exactly (bf16 given as uint16 bits is reinterpreted)."""
+    a = np.asarray(a)
+    if a.dtype == np.uint16:  # bf16 bit patterns
+        return (a.astype(np.uint32) << 16).view(np.float32)
+    return a.astype(np.float32)
+
+
+def to_f16(a: np.ndarray) -> np.ndarray:
+    """float32 -> float16, round to nearest even (NumPy's cast is IEEE-correct)."""
+    return np.asarray(a, dtype=np.float32).astype(np.float16)
+
+
+# ---- references, one per kernel ---------------------------------------------------------
+
+
+def ref_copy(s: Sizes, x: Arrays) -> Arrays:
+    """tma_copy_single, pipeline2: dst = src (bit copy)."""
+    return {"dst": np.array(x["src"], copy=True)}
+
+
+def ref_widen(s: Sizes, x: Arrays) -> Arrays:
+    """pipeline3: dst = f32(src) for bf16 src (exact)."""
+    return {"dst": f32(x["src"])}
+
+
+def ref_matvec(s: Sizes, x: Arrays) -> Arrays:
+    """warp_specialized: y = A x. Partial q (= column quarter of every 64-column tile) is a
+    sequential f32 sum over tiles k, then j = 0..15; y = ((p0 + p1) + p2) + p3."""
+    a, v = f32(x["a"]), f32(x["x"])
+    m, n = s["M"], s["N"]
+    acc = np.zeros((m, 4), F32)
+    quarters = np.arange(4) * 16
+    for k in range(n // 64):
+        for j in range(16):
+            cols = k * 64 + quarters + j
+            acc = acc + a[:, cols] * v[cols]
+    y = ((acc[:, 0] + acc[:, 1]) + acc[:, 2]) + acc[:, 3]
+    return {"y": y.astype(F32)}
+
+
+def ref_transpose(s: Sizes, x: Arrays) -> Arrays:
+    """transpose_swizzled, transpose_ragged, cute_colmajor: dst = src^T."""
+    return {"dst": np.ascontiguousarray(np.asarray(x["src"]).T)}
+
+
+def ref_bias(s: Sizes, x: Arrays) -> Arrays:
+    """ragged_tail: y = x + bias[col]."""
+    return {"y": f32(x["x"]) + f32(x["bias"])[None, :]}
+
+
+def ref_ragged_tma(s: Sizes, x: Arrays) -> Arrays:
+    """ragged_tma: dst = f16(2 * src); rowsum[r, b] = sequential f32 sum of the 64 columns
+    of box b of row r, where columns past N read the TMA's zero fill."""
+    m, n = s["M"], s["N"]
+    src = f32(x["src"])
+    nb = (n + 63) // 64
+    padded = np.zeros((m, nb * 64), F32)
+    padded[:, :n] = src
+    rowsum = np.zeros((m, nb), F32)
+    for b in range(nb):
+        acc = np.zeros(m, F32)
+        for j in range(64):
+            acc = acc + padded[:, b * 64 + j]
+        rowsum[:, b] = acc
+    return {"dst": to_f16(src * F32(2.0)), "rowsum": rowsum}
+
+
+def ref_row_reduce(s: Sizes, x: Arrays) -> Arrays:
+    """row_reduce: lane l sums columns l, l+32, ... in order; then the halving tree
+    p[l] += p[l + h] for h = 16, 8, 4, 2, 1."""
+    m, n = s["M"], s["N"]
+    a = f32(x["x"])
+    part = np.zeros((m, 32), F32)
+    for j in range((n + 31) // 32):
+        cols = j * 32 + np.arange(32)
+        ok = cols < n
+        part[:, ok] = part[:, ok] + a[:, cols[ok]]
+    for h in (16, 8, 4, 2, 1):
+        part[:, :h] = part[:, :h] + part[:, h : 2 * h]
+    return {"out": part[:, 0].copy()}
+
+
+def ref_affine_f16(s: Sizes, x: Arrays) -> Arrays:
+    """smem_fence_tma_store, tma_store_pipeline: dst = f16(f32(src) * 0.5 + 1.0)."""
+    return {"dst": to_f16(f32(x["src"]) * F32(0.5) + F32(1.0))}
+
+
+def ref_saxpy(s: Sizes, x: Arrays) -> Arrays:
+    """elementwise: z = (a * x) + y, each operation rounded to f32."""
+    prod = f32(x["a"])[0] * f32(x["x"])
+    return {"z": (prod.astype(F32) + f32(x["y"])).astype(F32)}
+
+
+def ref_blocked(s: Sizes, x: Arrays) -> Arrays:
+    """cute_layout: dst[R, C, i * 8 + j] = src[8R + i, 8C + j]."""
+    m, n = s["M"], s["N"]
+    src = np.asarray(x["src"])
+    blocks = src.reshape(m // 8, 8, n // 8, 8).transpose(0, 2, 1, 3)
+    return {"dst": np.ascontiguousarray(blocks.reshape(m // 8, n // 8, 64))}
+
+
+# ---- the table the tests walk ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    ref: Callable[[Sizes, Arrays], Arrays]
+    sizes: tuple[Sizes, ...]
+
+
+def _mn(*pairs: tuple[int, int]) -> tuple[Sizes, ...]:
+    return tuple({"M": m, "N": n} for m, n in pairs)
+
+
+CASES: dict[str, Case] = {
+    "tma_copy_single": Case(ref_copy, _mn((64, 64), (192, 128), (64, 320))),
+    "pipeline2": Case(ref_copy, _mn((64, 64), (128, 192), (64, 320), (192, 128))),
+    "pipeline3": Case(ref_widen, _mn((128, 64), (128, 320), (256, 192))),
+    "warp_specialized": Case(ref_matvec, _mn((64, 64), (64, 320), (192, 128), (128, 576))),
+    "transpose_swizzled": Case(ref_transpose, _mn((32, 32), (96, 160), (64, 32))),
+    "transpose_ragged": Case(ref_transpose, _mn((1, 1), (33, 65), (100, 7), (64, 64))),
+    "ragged_tail": Case(ref_bias, _mn((1, 1), (65, 100), (100, 65), (130, 3))),
+    "ragged_tma": Case(ref_ragged_tma, _mn((1, 8), (65, 72), (100, 136), (64, 64))),
+    "row_reduce": Case(ref_row_reduce, _mn((1, 1), (9, 33), (20, 100), (16, 64))),
+    "smem_fence_tma_store": Case(ref_affine_f16, _mn((64, 64), (100, 72), (1, 8), (130, 200))),
+    "elementwise": Case(ref_saxpy, tuple({"N": n} for n in (1, 255, 256, 1000))),
+    "cute_layout": Case(ref_blocked, _mn((64, 64), (64, 192), (192, 128))),
+    "cute_colmajor": Case(ref_transpose, _mn((64, 64), (64, 192), (192, 128))),
+    "tma_store_pipeline": Case(ref_affine_f16, _mn((64, 64), (64, 320), (192, 128))),
+}

@@ -1,0 +1,515 @@
+"""The access checker against brute force.
+
+An independent evaluator below runs a kernel's control flow for concrete sizes (every
+block, every thread, every loop iteration) and records each access's (instance, element)
+pairs. The ISL relations of semantics/access.py, with the sizes fixed, must hold exactly
+the same pairs; and the checker's parametric verdicts must agree with what enumeration
+finds at several sizes: PROVED means no violation at any of them, REFUTED comes with a
+counterexample that really is a violation when run concretely.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import islpy as isl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tilesafe.checkers import access as checker
+from tilesafe.checkers.obligation import Verdict
+from tilesafe.checkers.registry import CHECKERS, CheckOptions, load
+from tilesafe.frontend import ir
+from tilesafe.frontend.load import compile_source, load_program
+from tilesafe.semantics.access import Kind, collect, point_values
+
+ROOT = Path(__file__).resolve().parent.parent
+GOOD = sorted((ROOT / "corpus" / "good").glob("*.tsk"))
+BAD = sorted((ROOT / "corpus" / "bad").glob("ts2*.tsk"))
+OPTIONS = CheckOptions()
+
+# ---- an independent evaluator of the IR's control flow ----------------------------------
+
+Key = tuple[int, str]  # (id of the IR node, tensor or buffer name)
+Pairs = dict[Key, set[tuple[tuple[int, ...], tuple[int, ...]]]]
+
+
+class _Run:
+    """Walk the body for one (block, thread); loads return 0 (values never steer control
+    flow in the kernels tested here)."""
+
+    def __init__(self, kernel: ir.Kernel, sizes: dict[str, int], pairs: Pairs):
+        self.k, self.sizes, self.pairs = kernel, sizes, pairs
+
+    def ev(self, e: ir.Expr, env: dict) -> object:
+        if isinstance(e, (ir.IntConst, ir.FloatConst)):
+            return e.value
+        if isinstance(e, ir.SizeVar):
+            return self.sizes[e.name]
+        if isinstance(e, ir.Builtin):
+            t = env["thread"]
+            return {"thread": t, "lane": t % 32, "warp_id": t // 32, "block.x": env["block"][0],
+                    "block.y": env["block"][1] if len(env["block"]) > 1 else None,
+                    "block.z": env["block"][2] if len(env["block"]) > 2 else None}[e.kind.value]
+        if isinstance(e, (ir.LoopVar, ir.LocalRef)):
+            return env["vars"][e.uid]
+        if isinstance(e, ir.UnOp):
+            v = self.ev(e.operand, env)
+            return (not v) if e.op == "!" else -v
+        if isinstance(e, ir.BinOp):
+            a = self.ev(e.lhs, env)
+            if e.op == "&&":
+                return bool(a) and bool(self.ev(e.rhs, env))
+            if e.op == "||":
+                return bool(a) or bool(self.ev(e.rhs, env))
+            b = self.ev(e.rhs, env)
+            return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
+                    "/": lambda: a // b if isinstance(a, int) else a / b, "%": lambda: a % b,
+                    "==": lambda: a == b, "!=": lambda: a != b, "<": lambda: a < b,
+                    "<=": lambda: a <= b, ">": lambda: a > b, ">=": lambda: a >= b}[e.op]()
+        if isinstance(e, ir.Call):
+            args = [self.ev(a, env) for a in e.args]
+            return {"min": min, "max": max, "abs": abs, "f32": float,
+                    "i32": lambda v: int(v)}[e.func](*args)
+        if isinstance(e, ir.Load):
+            idx = tuple(self.ev(i, env) for i in e.indices)
+            self.record(e, e.tensor, env, [idx])
+            return 0
+        raise AssertionError(f"unexpected {e}")
+
+    def record(self, node: object, tensor: str, env: dict, elements) -> None:
+        inst = tuple(env["block"]) + (env["thread"],) + tuple(env["loops"])
+        bucket = self.pairs.setdefault((id(node), tensor), set())
+        bucket.update((inst, tuple(x)) for x in elements)
+
+    def box(self, coords, extents, clip_to=None) -> Iterator[tuple[int, ...]]:
+        for off in itertools.product(*(range(b) for b in extents)):
+            x = tuple(c + o for c, o in zip(coords, off, strict=True))
+            if clip_to is None or all(0 <= v < s for v, s in zip(x, clip_to, strict=True)):
+                yield x
+
+    def shape(self, tensor: str) -> tuple[int, ...]:
+        return tuple(self.ev(s, {}) for s in self.k.tensor(tensor).shape)
+
+    def stmts(self, stmts, env: dict) -> None:
+        for s in stmts:
+            self.stmt(s, env)
+
+    def stmt(self, s: ir.Stmt, env: dict) -> None:
+        if isinstance(s, (ir.Let, ir.VarDecl, ir.Assign)):
+            value = self.ev(s.value, env)
+            if not isinstance(s, ir.Assign) or s.op == "=":
+                env["vars"][s.uid] = value  # compound updates of floats do not matter here
+        elif isinstance(s, ir.Store):
+            idx = tuple(self.ev(i, env) for i in s.indices)
+            self.ev(s.value, env)
+            self.record(s, s.tensor, env, [idx])
+        elif isinstance(s, ir.For):
+            v, hi = self.ev(s.lo, env), self.ev(s.hi, env)
+            while v < hi:
+                inner = {**env, "vars": {**env["vars"], s.var.uid: v},
+                         "loops": env["loops"] + (v,)}
+                self.stmts(s.body, inner)
+                v += s.step
+        elif isinstance(s, ir.If):
+            taken = self.ev(s.cond, env)
+            self.stmts(s.then if taken else s.orelse, {**env, "vars": dict(env["vars"])})
+        elif isinstance(s, ir.Role):
+            lo, hi = s.threads.lo, (s.threads.lo + 1 if s.elect_one else s.threads.hi)
+            if lo <= env["thread"] < hi:
+                self.stmts(s.body, {**env, "vars": dict(env["vars"])})
+        elif isinstance(s, (ir.TmaLoad, ir.TmaStore)):
+            tmap = self.k.tensormap(s.tensormap)
+            coords = tuple(self.ev(c, env) for c in s.coords)
+            sl = s.dst if isinstance(s, ir.TmaLoad) else s.src
+            prefix = tuple(self.ev(p, env) for p in sl.prefix)
+            tile = self.k.buffer(sl.buffer).shape[len(prefix):]
+            self.record(s, tmap.tensor, env, self.box(coords, tmap.box, self.shape(tmap.tensor)))
+            self.record(s, sl.buffer, env, [prefix + x for x in self.box((0,) * len(tile), tile)])
+
+
+def brute_force(kernel: ir.Kernel, sizes: dict[str, int]) -> Pairs:
+    pairs: Pairs = {}
+    run = _Run(kernel, sizes, pairs)
+    grid = [run.ev(g, {}) for g in kernel.grid]
+    for block in itertools.product(*(range(g) for g in grid)):
+        for t in range(kernel.block):
+            run.stmts(kernel.body, {"block": block, "thread": t, "loops": (), "vars": {}})
+    return pairs
+
+
+def isl_pairs(rel: isl.Map, sizes: dict[str, int], ndims: int) -> set:
+    s = rel.wrap()
+    for i in range(s.dim(isl.dim_type.param)):
+        name = s.get_dim_name(isl.dim_type.param, i)
+        s = s.fix_val(isl.dim_type.param, i, isl.Val.int_from_si(s.get_ctx(), sizes[name]))
+    out: set = set()
+
+    def add(point: isl.Point) -> None:
+        coords = point_values(point)[1]
+        out.add((tuple(coords[:ndims]), tuple(coords[ndims:])))
+
+    s.foreach_point(add)
+    return out
+
+
+def allowed(kernel: ir.Kernel, sizes: dict[str, int]) -> bool:
+    run = _Run(kernel, sizes, {})
+    return all(run.ev(w, {}) for w in kernel.where)
+
+
+def small_sizes(kernel: ir.Kernel, count: int = 2) -> list[dict[str, int]]:
+    """A few small sizes the `where` clause allows (smallest products first)."""
+    values = (1, 3, 8, 33, 64, 72, 100, 128, 136, 192)
+    found = []
+    for combo in itertools.product(values, repeat=len(kernel.sizes)):
+        sizes = dict(zip(kernel.sizes, combo, strict=True))
+        if allowed(kernel, sizes):
+            found.append(sizes)
+    found.sort(key=lambda s: (sorted(s.values(), reverse=True), list(s.values())))
+    return found[:count]
+
+
+# ---- comparisons ------------------------------------------------------------------------
+
+
+def _elements(kernel: ir.Kernel, tensor: str, sizes) -> set[tuple[int, ...]]:
+    shape = [_Run(kernel, sizes, {}).ev(e, {}) for e in kernel.tensor(tensor).shape]
+    return set(itertools.product(*(range(max(0, s)) for s in shape)))
+
+
+def compare_relations(kernel: ir.Kernel, sizes: dict[str, int]) -> Pairs:
+    """Every exact ISL relation equals brute force at these sizes; returns brute force."""
+    pairs = brute_force(kernel, sizes)
+    for a in collect(kernel, isl.Context()):
+        assert a.exact, a.dropped
+        want = pairs.get((id(a.node), a.tensor), set())
+        got = isl_pairs(a.relation, sizes, len(a.dims))
+        assert got == want, (a.name, a.tensor, sizes, sorted(got ^ want)[:5])
+    return pairs
+
+
+def concrete_violations(kernel: ir.Kernel, sizes, pairs: Pairs) -> dict[str, set]:
+    """Per obligation kind, what enumeration finds wrong at these sizes."""
+    out: dict[str, set] = {"bounds": set(), "twice": set(), "unwritten": set()}
+    nodes = {(id(a.node), a.tensor): a for a in collect(kernel, isl.Context())}
+    writes: dict[str, Counter] = {}
+    for key, found in pairs.items():
+        a = nodes[key]
+        if a.space is ir.Space.GLOBAL:
+            shape = [_Run(kernel, sizes, {}).ev(e, {}) for e in kernel.tensor(a.tensor).shape]
+        else:
+            shape = list(kernel.buffer(a.tensor).shape)
+        for inst, idx in found:
+            if not all(0 <= v < s for v, s in zip(idx, shape, strict=True)):
+                out["bounds"].add((a.span, inst, idx))
+        if a.kind is Kind.WRITE and a.space is ir.Space.GLOBAL:
+            counter = writes.setdefault(a.tensor, Counter())
+            counter.update(idx for _, idx in found)
+    for tensor, counter in writes.items():
+        out["twice"] |= {(tensor, idx) for idx, n in counter.items() if n > 1}
+        out["unwritten"] |= {(tensor, idx) for idx in _elements(kernel, tensor, sizes)
+                             if counter[idx] == 0}
+    return out
+
+
+def check_against_enumeration(kernel: ir.Kernel, size_list) -> list:
+    """The parametric verdicts agree with enumeration at every size in `size_list`."""
+    obligations = checker.check(kernel, OPTIONS)
+    by_kind: dict[str, list] = {"bounds": [], "twice": [], "unwritten": []}
+    for o in obligations:
+        kind = ("twice" if "at most once" in o.name else
+                "unwritten" if "at least once" in o.name else "bounds")
+        by_kind[kind].append(o)
+        assert o.verdict is not Verdict.UNKNOWN, o.message
+    for sizes in size_list:
+        found = concrete_violations(kernel, sizes, compare_relations(kernel, sizes))
+        for kind, obs in by_kind.items():
+            if found[kind]:  # a violation at concrete sizes: some obligation refutes it
+                assert any(o.verdict is Verdict.REFUTED for o in obs), (kind, sizes, found)
+            if kind == "bounds":
+                for o in obs:
+                    if o.verdict is Verdict.PROVED:
+                        assert not {x for x in found["bounds"] if x[0] == o.span}, (o.name, sizes)
+            elif all(o.verdict is Verdict.PROVED for o in obs):
+                assert not found[kind], (kind, sizes)
+    for o in obligations:
+        if o.verdict is Verdict.REFUTED:
+            replay_counterexample(kernel, o)
+    return obligations
+
+
+def replay_counterexample(kernel: ir.Kernel, o) -> None:
+    """A refutation's counterexample is a real violation when run concretely."""
+    cex = o.counterexample
+    sizes = cex["sizes"]
+    assert allowed(kernel, sizes)
+    if max(sizes.values(), default=0) > 300:
+        return  # too large to enumerate cheaply; the ISL point itself satisfied the query
+    pairs = brute_force(kernel, sizes)
+    nodes = {a.name: a for a in collect(kernel, isl.Context())}
+    if o.code in (checker.GLOBAL_OOB, checker.SHARED_OOB):
+        a = nodes[cex["statement"].split()[0]]
+        inst = tuple(cex["block"]) + (cex["thread"],) + tuple(cex["loops"].values())
+        assert (inst, tuple(cex["index"])) in pairs[(id(a.node), a.tensor)]
+        assert not all(0 <= v < s for v, s in zip(cex["index"], cex["shape"], strict=True))
+    elif o.code == checker.WRITTEN_TWICE:
+        element = tuple(cex["element"])
+        seen = []
+        for w in ("writer1", "writer2"):
+            a = nodes[cex[w]["statement"].split()[0]]
+            inst = tuple(cex[w]["block"]) + (cex[w]["thread"],) + tuple(cex[w]["loops"].values())
+            assert (inst, element) in pairs[(id(a.node), a.tensor)]
+            seen.append((a.name, inst))
+        assert seen[0] != seen[1]
+    elif o.code == checker.UNWRITTEN:
+        element = tuple(cex["element"])
+        tensor = o.name.split(": ")[1].split()[0]
+        assert element in _elements(kernel, tensor, sizes)
+        for a in nodes.values():
+            if a.tensor == tensor and a.kind is Kind.WRITE and a.space is ir.Space.GLOBAL:
+                found = pairs.get((id(a.node), a.tensor), set())
+                assert all(idx != element for _, idx in found), (a.name, element)
+    else:
+        raise AssertionError(f"unexpected code {o.code}")
+
+
+# ---- random kernels from a template -----------------------------------------------------
+
+TEMPLATE = """
+kernel tiles(src: global f32[M, N], dst: global f32[M, N])
+  where M > 0, N > 0{where}
+  grid ({grid}) block {block}
+{{
+  shared s: f32[{srows}, {cols}]
+  {role_open}
+  for k in 0 .. {loop_hi} step {step} {{
+    let r = block.x * {tile} + thread / {cols}{roff}
+    let c = k * {cols} + thread % {cols}{coff}
+    if {guard} {{
+      dst[r, c] = src[r, c{src_off}]
+    }}
+    {extra}
+  }}
+  s[thread / {cols}, thread % {cols}] = 1.0
+  {role_close}
+}}
+"""
+
+
+@st.composite
+def tile_kernels(draw) -> str:
+    cols = draw(st.sampled_from([1, 2, 4]))
+    rows = draw(st.sampled_from([1, 2, 3]))
+    block = cols * rows
+    tile = draw(st.sampled_from([rows, rows, max(1, rows - 1), rows + 1]))
+    grid = draw(st.sampled_from([f"(M + {tile - 1}) / {tile}", f"M / {tile}",
+                                 f"(M + {tile}) / {tile}"]))
+    loop_hi = draw(st.sampled_from([f"(N + {cols - 1}) / {cols}", f"N / {cols}",
+                                    f"N / {cols} + 1"]))
+    guard = draw(st.sampled_from(["r < M && c < N", "r < M && c < N", "r <= M && c < N",
+                                  "r < M", "c < N && r >= 0", "r < M && !(c >= N)"]))
+    off = st.sampled_from(["", "", "", " + 1", " - 1"])
+    extra = draw(st.sampled_from(["", "", "if thread == 0 && k == 0 { dst[0, 0] = 2.0 }",
+                                  "if r < M && c < N { } else { dst[0, 0] = 3.0 }"]))
+    role = draw(st.sampled_from(["", "", "threads", "elect"]))
+    role_open, role_close = "", ""
+    if role:
+        hi = draw(st.integers(1, block))
+        role_open = f"role w = threads 0 .. {hi}" + (", elect one" if role == "elect" else "")
+        role_open += " {"
+        role_close = "}"
+    return TEMPLATE.format(
+        where=draw(st.sampled_from(["", f", M % {tile} == 0", f", N % {cols} == 0"])),
+        grid=grid, block=block, srows=draw(st.sampled_from([rows, max(1, rows - 1)])),
+        cols=cols, role_open=role_open, role_close=role_close, loop_hi=loop_hi,
+        step=draw(st.sampled_from([1, 1, 2])), tile=tile, roff=draw(off), coff=draw(off),
+        guard=guard, src_off=draw(st.sampled_from(["", "", " + 1"])), extra=extra)
+
+
+TEMPLATE_SIZES = [{"M": m, "N": n} for m, n in ((1, 1), (2, 4), (3, 5), (5, 2), (6, 4), (4, 3))]
+
+
+@settings(max_examples=60, deadline=None)
+@given(tile_kernels())
+def test_random_tile_kernels_agree_with_enumeration(source: str) -> None:
+    kernel = compile_source(source).kernels[0]
+    sizes = [s for s in TEMPLATE_SIZES if allowed(kernel, s)]
+    check_against_enumeration(kernel, sizes)
+
+
+TMA_TEMPLATE = """
+kernel boxes(src: global f16[M, N], dst: global f16[M, N])
+  where M > 0, N > 0
+  grid ({grid_x}, {grid_y}) block 64
+{{
+  tensormap tin = tiled(src, box [{br}, {bc}])
+  tensormap tout = tiled(dst, box [{br}, {bc}])
+  shared tile: f16[{br}, {bc}]
+  mbarrier ready count 1 guards tile
+  if thread == 0 {{ init ready; fence mbarrier_init }}
+  sync
+  role leader = warp 0{elect} {{
+    arrive ready, expect_tx bytes(tile)
+    tma_load tile <- tin[block.x * {sr}, block.y * {sc}] signal ready
+  }}
+  wait ready parity 0
+  role storer = warp 1{elect} {{
+    tma_store tout[block.x * {sr}, block.y * {sc}{coff}] <- tile
+    commit_group
+    wait_group 0
+  }}
+}}
+"""
+
+
+@st.composite
+def tma_kernels(draw) -> str:
+    br, bc = draw(st.sampled_from([1, 2, 3])), draw(st.sampled_from([1, 2, 4]))
+    sr = draw(st.sampled_from([br, br, max(1, br - 1), br + 1]))
+    sc = draw(st.sampled_from([bc, bc, max(1, bc - 1)]))
+    return TMA_TEMPLATE.format(
+        br=br, bc=bc, sr=sr, sc=sc,
+        grid_x=draw(st.sampled_from([f"(M + {sr - 1}) / {sr}", f"M / {sr}"])),
+        grid_y=draw(st.sampled_from([f"(N + {sc - 1}) / {sc}", f"N / {sc}"])),
+        elect=draw(st.sampled_from([", elect one", ", elect one", ""])),
+        coff=draw(st.sampled_from(["", "", " + 1"])))
+
+
+@settings(max_examples=25, deadline=None)
+@given(tma_kernels())
+def test_random_tma_kernels_agree_with_enumeration(source: str) -> None:
+    kernel = compile_source(source).kernels[0]
+    check_against_enumeration(kernel, [{"M": m, "N": n} for m in (1, 3, 4) for n in (1, 5)])
+
+
+# ---- fixed cases ------------------------------------------------------------------------
+
+
+def _only(source: str) -> ir.Kernel:
+    return compile_source(source).kernels[0]
+
+
+def _codes(kernel: ir.Kernel) -> dict[str, Verdict]:
+    return {o.name.split(": ", 1)[1]: o.verdict for o in checker.check(kernel, OPTIONS)}
+
+
+def test_registered() -> None:
+    assert CHECKERS["access"] == "tilesafe.checkers.access"
+    assert load("access") is checker.check
+
+
+def test_stepped_loop_and_lets() -> None:
+    k = _only("""
+kernel evens(x: global f32[N], y: global f32[N]) where N % 64 == 0, N > 0
+  grid (N / 64) block 32 {
+  for j in 0 .. 64 step 2 {
+    let i = block.x * 64 + j + (thread % 2)
+    if thread < 2 { y[i] = x[i] }
+  }
+}""")
+    verdicts = _codes(k)
+    assert verdicts["y written at most once"] is Verdict.PROVED
+    assert verdicts["y written at least once"] is Verdict.PROVED
+    check_against_enumeration(k, [{"N": 64}, {"N": 128}])
+
+
+def test_symbolic_only_counterexample() -> None:
+    """The bug shows only past a size no fixed test would pick: N > 4096."""
+    k = _only("""
+kernel late(x: global f32[N], y: global f32[N]) where N > 0
+  grid ((N + 127) / 128) block 128 {
+  let i = block.x * 128 + thread
+  if i < N && i != 5000 { y[i] = x[i] }
+  if i == 5000 { y[i + 1] = x[i] }
+}""")
+    obs = {o.name.split(": ", 1)[1]: o for o in checker.check(k, OPTIONS)}
+    twice = obs["y written at most once"]
+    assert twice.verdict is Verdict.REFUTED and twice.code == checker.WRITTEN_TWICE
+    assert twice.counterexample["element"] == [5001]
+    cover = obs["y written at least once"]
+    assert cover.verdict is Verdict.REFUTED and cover.counterexample["element"] == [5000]
+    oob = {o.counterexample["index"][0]: o.counterexample for o in obs.values()
+           if o.code == checker.GLOBAL_OOB}
+    assert set(oob) == {5000, 5001}  # x[5000] and y[5001], when N is just below them
+    assert all(c["index"][0] >= c["sizes"]["N"] > 4992 for c in oob.values())
+    replay_counterexample(k, twice)
+    replay_counterexample(k, cover)
+
+
+def test_data_dependent_guard_is_unknown_not_proved() -> None:
+    """A guard that reads memory: bounds still proved (the guard only narrows), but
+    coverage cannot be, and an overlap through it is not claimed either way."""
+    k = _only("""
+kernel relu_mask(x: global f32[N], y: global f32[N]) where N > 0
+  grid ((N + 31) / 32) block 32 {
+  let i = block.x * 32 + thread
+  if i < N && x[i] > 0.0 { y[i] = x[i] }
+}""")
+    obs = {o.name.split(": ", 1)[1]: o for o in checker.check(k, OPTIONS)}
+    assert obs["y written at most once"].verdict is Verdict.PROVED
+    cover = obs["y written at least once"]
+    assert cover.verdict is Verdict.UNKNOWN and cover.code == checker.INEXACT
+    bounds = [o for o in obs.values() if "in bounds" in o.name]
+    assert bounds and all(o.verdict is Verdict.PROVED for o in bounds)  # short-circuit guard
+
+
+def test_data_dependent_if_else_covers() -> None:
+    """Opposite branches of one if at one instance never both run; the else branch with
+    the same index is not a second writer."""
+    k = _only("""
+kernel relu(x: global f32[N], y: global f32[N]) where N > 0
+  grid ((N + 31) / 32) block 32 {
+  let i = block.x * 32 + thread
+  if i < N {
+    if x[i] > 0.0 { y[i] = x[i] } else { y[i] = 0.0 }
+  }
+}""")
+    verdicts = _codes(k)
+    assert verdicts["y written at most once"] is Verdict.PROVED
+    # Each branch alone is guarded by an unknown condition: coverage stays open, honestly.
+    assert verdicts["y written at least once"] is Verdict.UNKNOWN
+
+
+def test_budget_exhaustion_is_unknown() -> None:
+    k = load_program(ROOT / "corpus" / "good" / "ragged_tail.tsk").kernels[0] if (
+        ROOT / "corpus" / "good" / "ragged_tail.tsk").exists() else None
+    if k is None:
+        pytest.skip("corpus/good/ragged_tail.tsk not present")
+    obs = checker.check(k, CheckOptions(timeout_ms=0))
+    assert obs and all(o.verdict is not Verdict.PROVED for o in obs)
+    assert all(o.code == checker.ISL_LIMIT for o in obs)
+
+
+# ---- corpora ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", GOOD, ids=[p.stem for p in GOOD])
+def test_good_corpus_proved_and_exact(path: Path) -> None:
+    for kernel in load_program(path).kernels:
+        obligations = checker.check(kernel, OPTIONS)
+        for o in obligations:
+            assert o.verdict is Verdict.PROVED, (o.name, o.message)
+            assert o.seconds < 0.5, (o.name, o.seconds)
+        for sizes in small_sizes(kernel, count=1):
+            found = concrete_violations(kernel, sizes, compare_relations(kernel, sizes))
+            assert not any(found.values()), found
+
+
+@pytest.mark.parametrize("path", BAD, ids=[p.stem for p in BAD])
+def test_bad_corpus_refuted(path: Path) -> None:
+    head = path.read_text().splitlines()[0].split()
+    code = head[2]
+    line = int(head[4]) if len(head) > 4 else None
+    refuted = [o for k in load_program(path).kernels for o in checker.check(k, OPTIONS)
+               if o.verdict is Verdict.REFUTED]
+    assert any(o.code == code for o in refuted), [o.code for o in refuted]
+    if line is not None:
+        assert any(o.code == code and o.span.line == line for o in refuted)
+    for k in load_program(path).kernels:
+        for o in checker.check(k, OPTIONS):
+            if o.verdict is Verdict.REFUTED:
+                replay_counterexample(k, o)

@@ -1,0 +1,255 @@
+"""The library face of tilesafe: what the CLI does, as functions that return data.
+
+Nothing here prints. Problems in the user's input come back as diagnostics
+(`lint`) or as a raised `DiagnosticError` (`load`, `verify`, `run`); a request that cannot
+be served as asked (an unknown kernel, a bad size list) raises `UsageError`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tilesafe.checkers.obligation import Obligation
+from tilesafe.frontend import diagnostics as dg
+from tilesafe.frontend import ir
+from tilesafe.frontend.diagnostics import Diagnostic, DiagnosticError
+from tilesafe.frontend.load import load_program
+
+
+class UsageError(ValueError):
+    """A request that cannot be served as asked (unknown kernel, malformed sizes, ...)."""
+
+
+class Unavailable(RuntimeError):
+    """A stage this request needs is not part of this installation yet."""
+
+
+# ---- loading and linting -------------------------------------------------------------------
+
+
+def load(path: str | Path) -> ir.Program:
+    """Parse and resolve a .tsk file (raises DiagnosticError with every problem found)."""
+    return load_program(path)
+
+
+def _layouts_module() -> Any | None:
+    try:
+        layouts = importlib.import_module("tilesafe.semantics.layouts")
+    except ModuleNotFoundError as err:
+        if err.name == "tilesafe.semantics.layouts":
+            return None
+        raise
+    return layouts
+
+
+def _layout_term(layouts: Any, term: object) -> object:
+    """The frontend's LayoutTerm as the layout module's own term type (same shape)."""
+    target = layouts.LayoutTerm
+    if isinstance(term, ir.LayoutTerm) and not isinstance(term, target):
+        return target(term.head, tuple(_layout_term(layouts, a) for a in term.args))
+    if isinstance(term, tuple):
+        return tuple(_layout_term(layouts, a) for a in term)
+    return term
+
+
+def layout_diagnostics(program: ir.Program) -> list[Diagnostic]:
+    """TS030 for every shared buffer whose layout cannot be realised over its shape."""
+    layouts = _layouts_module()
+    if layouts is None:
+        return []
+    diags = []
+    for kernel in program.kernels:
+        for buf in kernel.shared:
+            try:
+                layouts.realize(_layout_term(layouts, buf.layout), buf.shape, buf.dtype.nbytes)
+            except layouts.LayoutError as err:
+                diags.append(Diagnostic(dg.BAD_LAYOUT, f"layout of '{buf.name}' ({buf.layout}) "
+                                        f"does not fit {buf.dtype.value}{list(buf.shape)}: {err}",
+                                        buf.span))
+    return diags
+
+
+def lint(path: str | Path) -> list[Diagnostic]:
+    """Every problem the frontend and the layout calculus find in a file (empty: clean)."""
+    try:
+        program = load_program(path)
+    except DiagnosticError as err:
+        return list(err.diagnostics)
+    return layout_diagnostics(program)
+
+
+def checked_program(path: str | Path) -> ir.Program:
+    """`load`, then require a clean `lint` (raises DiagnosticError otherwise)."""
+    program = load_program(path)
+    diags = [d for d in layout_diagnostics(program) if d.severity == "error"]
+    if diags:
+        raise DiagnosticError(diags)
+    return program
+
+
+# ---- verification --------------------------------------------------------------------------
+
+
+def checker_names() -> tuple[str, ...]:
+    from tilesafe.checkers import registry
+
+    return tuple(registry.CHECKERS)
+
+
+def verify_kernel(kernel: ir.Kernel, options: Any = None,
+                  only: Sequence[str] | None = None) -> list[Obligation]:
+    from tilesafe.checkers import registry
+
+    if only is not None:
+        unknown = [n for n in only if n not in registry.CHECKERS]
+        if unknown:
+            known = ", ".join(registry.CHECKERS) or "none registered"
+            raise UsageError(f"unknown checker(s) {', '.join(unknown)}; known: {known}")
+    return registry.run_all(kernel, options or registry.CheckOptions(),
+                            tuple(only) if only is not None else None)
+
+
+def verify(path: str | Path, options: Any = None,
+           only: Sequence[str] | None = None) -> list[Obligation]:
+    """Every proof obligation of every kernel of a file (raises DiagnosticError if the file
+    does not lint clean)."""
+    program = checked_program(path)
+    out: list[Obligation] = []
+    for kernel in program.kernels:
+        out.extend(verify_kernel(kernel, options, only))
+    return out
+
+
+# ---- running on the reference interpreter --------------------------------------------------
+
+_SIZE_ITEM = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(-?[0-9]+)\s*")
+
+
+def parse_sizes(text: str) -> dict[str, int]:
+    """`M=128,N=192` -> {"M": 128, "N": 192}."""
+    sizes: dict[str, int] = {}
+    if not text.strip():
+        return sizes
+    for item in text.split(","):
+        m = _SIZE_ITEM.fullmatch(item)
+        if m is None:
+            raise UsageError(f"bad size {item.strip()!r}: expected NAME=INTEGER, "
+                             "e.g. --size M=128,N=192")
+        if m.group(1) in sizes:
+            raise UsageError(f"size {m.group(1)} given twice")
+        sizes[m.group(1)] = int(m.group(2))
+    return sizes
+
+
+def select_kernel(program: ir.Program, name: str | None) -> ir.Kernel:
+    names = [k.name for k in program.kernels]
+    if name is None:
+        if len(program.kernels) == 1:
+            return program.kernels[0]
+        raise UsageError(f"{program.path} has {len(names)} kernels ({', '.join(names)}); "
+                         "choose one with --kernel NAME")
+    for k in program.kernels:
+        if k.name == name:
+            return k
+    raise UsageError(f"no kernel '{name}' in {program.path}; kernels: {', '.join(names)}")
+
+
+def _eval_int(e: ir.Expr, sizes: Mapping[str, int]) -> int | bool:
+    """Value of a `where` constraint or size expression (Presburger terms only)."""
+    if isinstance(e, ir.IntConst):
+        return e.value
+    if isinstance(e, ir.SizeVar):
+        return sizes[e.name]
+    if isinstance(e, ir.UnOp):
+        v = _eval_int(e.operand, sizes)
+        return (not v) if e.op == "!" else -v
+    if isinstance(e, ir.Call) and e.func in ("min", "max", "abs"):
+        args = [_eval_int(a, sizes) for a in e.args]
+        return {"min": min, "max": max, "abs": lambda v: abs(v)}[e.func](*args)
+    if isinstance(e, ir.BinOp):
+        a = _eval_int(e.lhs, sizes)
+        if e.op == "&&":
+            return bool(a) and bool(_eval_int(e.rhs, sizes))
+        if e.op == "||":
+            return bool(a) or bool(_eval_int(e.rhs, sizes))
+        b = _eval_int(e.rhs, sizes)
+        ops = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
+               "/": lambda: a // b, "%": lambda: a % b, "==": lambda: a == b,
+               "!=": lambda: a != b, "<": lambda: a < b, "<=": lambda: a <= b,
+               ">": lambda: a > b, ">=": lambda: a >= b}
+        return ops[e.op]()
+    raise UsageError(f"cannot evaluate {type(e).__name__} over sizes")
+
+
+def check_sizes(kernel: ir.Kernel, sizes: Mapping[str, int]) -> None:
+    """All of the kernel's size parameters given, no others, and `where` satisfied."""
+    missing = [s for s in kernel.sizes if s not in sizes]
+    extra = [s for s in sizes if s not in kernel.sizes]
+    if missing or extra:
+        need = ", ".join(kernel.sizes) or "no sizes"
+        what = []
+        if missing:
+            what.append(f"missing {', '.join(missing)}")
+        if extra:
+            what.append(f"unknown {', '.join(extra)}")
+        raise UsageError(f"kernel '{kernel.name}' takes {need} ({'; '.join(what)})")
+    bad = []
+    for w in kernel.where:
+        if not _eval_int(w, sizes):
+            given = ", ".join(f"{k}={v}" for k, v in sizes.items())
+            bad.append(Diagnostic(dg.BAD_VALUE, f"the sizes {given} violate this 'where' "
+                                  "constraint", w.span))
+    if bad:
+        raise DiagnosticError(bad)
+
+
+def _interp_module() -> Any:
+    try:
+        interp = importlib.import_module("tilesafe.semantics.interp")
+    except ModuleNotFoundError as err:
+        if err.name == "tilesafe.semantics.interp":
+            raise Unavailable("the reference interpreter (tilesafe.semantics.interp) is not "
+                              "installed") from None
+        raise
+    return interp
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A run with what went into it: the kernel, sizes, seed and the random inputs."""
+
+    kernel: ir.Kernel
+    sizes: Mapping[str, int]
+    seed: int
+    inputs: Mapping[str, Any]
+    result: Any
+
+
+def run_detailed(path: str | Path, sizes: Mapping[str, int] | str, seed: int = 0,
+                 kernel: str | None = None) -> RunRecord:
+    """Interpret one kernel on random inputs drawn from `seed`. Raises DiagnosticError for
+    a bad file or sizes that break `where`, UsageError for a bad request, and the
+    interpreter's InterpError when the run itself goes wrong (out of bounds, deadlock...)."""
+    import numpy as np
+
+    if isinstance(sizes, str):
+        sizes = parse_sizes(sizes)
+    program = checked_program(path)
+    k = select_kernel(program, kernel)
+    check_sizes(k, sizes)
+    interp = _interp_module()
+    rng = np.random.default_rng(seed)
+    inputs = interp.random_inputs(k, dict(sizes), rng)
+    result = interp.run_kernel(k, dict(sizes), inputs, seed=seed)
+    return RunRecord(k, dict(sizes), seed, inputs, result)
+
+
+def run(path: str | Path, sizes: Mapping[str, int] | str, seed: int = 0,
+        kernel: str | None = None) -> Any:
+    """Interpret a kernel on random inputs; returns the interpreter's RunResult."""
+    return run_detailed(path, sizes, seed, kernel).result
