@@ -177,7 +177,7 @@ def _sarif_obligation(entry: Entry) -> dict[str, object]:
     span = o.span
     region = _region(span.line, span.col, span.end_line, span.end_col) if span else None
     result: dict[str, object] = {
-        "ruleId": o.code or f"{o.checker}.{o.name}",
+        "ruleId": o.code or o.checker,
         "kind": "pass" if proved else "fail",
         "level": "none" if proved else o.severity.value,
         "message": {"text": text},

@@ -228,7 +228,7 @@ def count_wavefronts(
     best: tuple[tuple[int, int], WorstBank] | None = None
     for p, phase in enumerate(phases):
         keys_by_bank: dict[int, set[object]] = {}
-        lanes_by_bank: dict[int, list[int]] = {}
+        users_by_bank: dict[int, dict[int, int]] = {}  # bank -> {lane: its byte address}
         for lane in phase:
             addr = addrs[lane]
             if addr is None:
@@ -236,19 +236,19 @@ def count_wavefronts(
             for word, key in access_keys(addr, lane, width_bytes, merge):
                 bank = word % n_banks
                 keys_by_bank.setdefault(bank, set()).add(key)
-                lanes_by_bank.setdefault(bank, []).append(lane)
+                users_by_bank.setdefault(bank, {})[lane] = addr
         cost = max((len(k) for k in keys_by_bank.values()), default=0)
         per_phase.append(cost)
         for bank in sorted(keys_by_bank):
-            lanes = tuple(dict.fromkeys(lanes_by_bank[bank]))
-            score = (len(keys_by_bank[bank]), len(lanes))
+            users = users_by_bank[bank]
+            score = (len(keys_by_bank[bank]), len(users))
             if best is None or score > best[0]:
                 worst = WorstBank(
                     phase=p,
                     bank=bank,
                     distinct_words=len(keys_by_bank[bank]),
-                    lanes=lanes,
-                    addrs=tuple(addrs[lane] for lane in lanes),  # type: ignore[misc]
+                    lanes=tuple(users),
+                    addrs=tuple(users.values()),
                 )
                 best = (score, worst)
     ideal = sum(1 for cost in per_phase if cost > 0)

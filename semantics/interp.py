@@ -14,6 +14,25 @@ the thread (sequential consistency at statement granularity). The copy engine of
 is a set of pending operations (a TMA load landing; a TMA store reading shared memory; a
 TMA store writing global memory), each of which may be scheduled at any step.
 
+Choices this module makes where docs/semantics.md is silent (each is documented there or
+should be):
+- `arrive b, one per warp` is elect.sync + arrive: the lanes of each warp of the role first
+  converge (none continues before all of them reached the statement; a lane that never
+  reaches it deadlocks the others), then the lowest lane arrives. Without the convergence the
+  other lanes' earlier shared reads would race with the refill the arrival allows.
+  `arrive b, one` does not converge: the lowest thread of the role arrives, nobody waits.
+- `var x: T` holds a T: every assignment rounds (f16/bf16) or wraps (i32/u8) like a store.
+- `i32(x)` is PTX cvt.rzi.s32.f32 (NaN -> 0, saturating); float min/max are PTX min/max.f32
+  (a NaN operand yields the other one, -0 < +0); a float literal is the f32 nearest to the
+  IR's binary64 value; int and float operands meet in f32 (the int rounded once).
+- Shared memory starts as 0xFF bytes (NaN in every float type), so reading a stage before
+  its copy landed shows up in the output.
+- A TMA load lands atomically in one step; a TMA store reads shared memory in one step and
+  writes global memory in a later one (so `wait_group N read` is observable).
+- `fence proxy_async` covers a thread's generic shared writes made since its last release
+  (`sync`, `arrive`, the convergence of `one per warp`); a TMA store that reads a byte still
+  covered by no fence is TS301.
+
 Agents, as recorded in `RunResult.schedule`: 0 .. block-1 are threads; block + j is the j-th
 oldest pending copy-engine operation of the current block. The schedule of a run lists the
 choice made at every step, blocks concatenated in launch order (x fastest); passing it back as
@@ -22,6 +41,7 @@ choice made at every step, blocks concatenated in launch order (x fastest); pass
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -174,16 +194,11 @@ class _Run:
         self.trace: list[TraceEvent] | None = [] if record_trace else None
         self.step = 0
         self.max_steps = max_steps
-        self._box_cache: dict[tuple, np.ndarray] = {}
         self._tmap_ok: set[str] = set()
 
     def box_offsets(self, tm: ir.TensorMap, eb: int, base: int) -> np.ndarray:
         """Byte offsets (from `base`) where the copy engine puts each box element."""
-        key = (tm.box, eb, tm.swizzle, base)
-        if key not in self._box_cache:
-            self._box_cache[key] = np.array(
-                tma_rules.box_arrangement(tm.box, eb, tm.swizzle, base), dtype=np.int64)
-        return self._box_cache[key]
+        return _box_offsets(tm.box, eb, tm.swizzle, base)
 
     def check_tensormap(self, tm: ir.TensorMap, span: Span) -> None:
         """Refuse a descriptor the driver would reject (TS5xx), once per tensor map."""
@@ -198,6 +213,13 @@ class _Run:
             raise InterpError(v.code, f"tensormap '{tm.name}': {v.message}", tm.span,
                               {"rule": v.rule, "citation": v.citation})
         self._tmap_ok.add(tm.name)
+
+
+@functools.lru_cache(maxsize=256)
+def _box_offsets(box: tuple[int, ...], eb: int, swizzle: str, base: int) -> np.ndarray:
+    out = np.array(tma_rules.box_arrangement(box, eb, swizzle, base), dtype=np.int64)
+    out.flags.writeable = False
+    return out
 
 
 def _walk_all(stmts: tuple[ir.Stmt, ...]):
@@ -230,12 +252,13 @@ class _Thread:
 class _Blocker:
     """What a blocked thread waits for; `ready()` is re-evaluated as the state changes."""
 
-    __slots__ = ("stmt", "role", "ready", "describe")
+    __slots__ = ("stmt", "role", "key", "ready", "describe")
 
-    def __init__(self, stmt: ir.Stmt, role: str, ready: Callable[[], bool],
+    def __init__(self, stmt: ir.Stmt, role: str, key: tuple, ready: Callable[[], bool],
                  describe: Callable[[], str]) -> None:
         self.stmt = stmt
         self.role = role
+        self.key = key  # blockers with equal keys wait for the same condition
         self.ready = ready
         self.describe = describe  # evaluated only when a deadlock is reported
 
@@ -369,9 +392,10 @@ class _Block:
                         raise self.err(
                             E.PROXY_FENCE,
                             f"tma_store reads '{c.buffer}' at address {int(c.addrs[j])} (box "
-                            f"element {j}) written by thread {int(writers[j])} through the "
-                            "generic proxy without 'fence proxy_async' before its "
-                            "synchronisation", c.stmt.span, None, writer=int(writers[j]),
+                            f"element {j}) that thread {int(writers[j])} wrote through the "
+                            "generic proxy with no 'fence proxy_async' before a "
+                            "synchronisation (or after this store was issued)", c.stmt.span,
+                            None, writer=int(writers[j]),
                             address=int(c.addrs[j]), issuer=c.tid)
             c.data = sbits[c.slots].copy()
             c.read_done = True
@@ -391,7 +415,7 @@ class _Block:
         threads = self.threads
         nthreads = self.nthreads
         ready: list[int] = []
-        blocked: list[int] = []
+        blocked: dict[tuple, list[int]] = {}  # blocker key -> threads waiting on it
         for t in threads:
             t.gen = self.body(t)
             try:
@@ -400,18 +424,23 @@ class _Block:
                 raise self._annotate(exc) from None
             if t.done:
                 continue
-            (blocked if isinstance(t.pending, _Blocker) else ready).append(t.tid)
+            if isinstance(t.pending, _Blocker):
+                blocked.setdefault(t.pending.key, []).append(t.tid)
+            else:
+                ready.append(t.tid)
         passable: list[int] = []
         dirty = True
         copies = self.copies
         while True:
             if dirty:
-                passable = [tid for tid in blocked if threads[tid].pending.ready()]
+                passable = [tid for tids in blocked.values()
+                            if threads[tids[0]].pending.ready() for tid in tids]
                 dirty = False
             n = len(ready) + len(passable) + len(copies)
             if n == 0:
                 if blocked:
-                    raise self._annotate(self._deadlock(blocked))
+                    stuck = [tid for tids in blocked.values() for tid in tids]
+                    raise self._annotate(self._deadlock(stuck))
                 return
             if run.step >= run.max_steps:
                 raise self._annotate(self.err(E.STEP_LIMIT, f"step limit {run.max_steps} "
@@ -427,7 +456,10 @@ class _Block:
                     stmt = p.stmt if was_blocked else p
                     t.pending = nxt = self._advance(t)
                     if was_blocked:
-                        blocked.remove(agent)
+                        waiting = blocked[p.key]
+                        waiting.remove(agent)
+                        if not waiting:
+                            del blocked[p.key]
                         dirty = True
                         if not t.done and not isinstance(nxt, _Blocker):
                             ready.append(agent)
@@ -436,7 +468,7 @@ class _Block:
                     elif isinstance(nxt, _Blocker):
                         ready.remove(agent)
                     if isinstance(nxt, _Blocker):
-                        blocked.append(agent)
+                        blocked.setdefault(nxt.key, []).append(agent)
                         dirty = True
                     if not isinstance(stmt, _MEMORY_STMTS):
                         dirty = True
@@ -953,7 +985,7 @@ class _Compiler:
                 blk.sync_count = 0
                 blk.sync_gen += 1
                 return None
-            return _Blocker(s, rname, lambda: blk.sync_gen != gen,
+            return _Blocker(s, rname, ("sync", gen), lambda: blk.sync_gen != gen,
                             lambda: f"wait at sync (line {s.span.line}; {blk.sync_count} of "
                             f"{blk.nthreads} threads arrived)")
 
@@ -975,7 +1007,7 @@ class _Compiler:
             except MbarrierError as exc:
                 raise blk.model_err(exc, blk.label(name, i), s.span, t) from None
             insts = blk.bars[name]
-            return _Blocker(s, rname, lambda: insts[i].parity != p,
+            return _Blocker(s, rname, ("wait", name, i, p), lambda: insts[i].parity != p,
                             lambda: f"wait {blk.label(name, i)} parity {p} "
                             f"[{blk.bar_state_text(name, i)}]")
 
@@ -1027,7 +1059,7 @@ class _Compiler:
             if gate[0] == size:
                 gate[0], gate[1] = 0, gen + 1
                 return None
-            return _Blocker(s, rname, lambda: gate[1] != gen,
+            return _Blocker(s, rname, ("gate", id(gates), w, gen), lambda: gate[1] != gen,
                             lambda: f"converge at 'arrive {name}, one per warp' (line "
                             f"{s.span.line}; {gate[0]} of {size} lanes of warp {w} there)")
 
@@ -1148,7 +1180,7 @@ class _Compiler:
         def wait_group(t: _Thread) -> _Blocker | None:
             if incomplete(t) <= limit:
                 return None
-            return _Blocker(s, rname, lambda: incomplete(t) <= limit,
+            return _Blocker(s, rname, ("group", t.tid), lambda: incomplete(t) <= limit,
                             lambda: f"wait_group {limit}{' read' if read_only else ''} "
                             f"({incomplete(t)} committed groups pending)")
 

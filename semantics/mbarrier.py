@@ -23,7 +23,8 @@ waiting on parity 1 -- read as "the phase before phase 0" -- succeeds at once, a
 parity 0 blocks until the first phase completes. That is why a wait on the wrong parity is a
 bug that passes silently, and why CUTLASS starts producers at parity 1 on empty buffers.
 
-Codes (TS41x; the barrier-protocol checker keeps TS400..TS409 and TS420.. for its own):
+Codes (model-level; semantics/interp_error.py maps TS410/TS412/TS413/TS414 to the
+user-facing TS401/TS403/TS404/TS402 and passes TS411/TS415/TS416 through):
   TS410  operation on an uninitialised (or invalidated) mbarrier
   TS411  init count outside 1..2**20-1
   TS412  arrival count outside 1..2**20-1, or more arrivals than are pending (undefined)

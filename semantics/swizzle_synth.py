@@ -401,22 +401,9 @@ def _cute_candidates(
     bij_label = f"bijection on the {n}-byte tile"
     enc.track(bij_label, z3.Or(r == 0, z3.ULT(tail_xor, 1 << _v2(n))))
 
-    # Bit i of sigma(a) is a_i ^ (i in [M, M+B) and a_{i+S}). With `a` concrete, a_{i+S} is a
-    # disjunction of the shared literals S == s, which keeps each term small (no per-term
-    # barrel shifter).
-    s_is = [s == v for v in range(addr_bits + 1)]
-    in_window: dict[int, z3.BoolRef] = {}
-
     def bank(addr: int, lo: int, hi: int) -> z3.BitVecRef:
-        bits: list[z3.BitVecRef] = []
-        for i in range(hi - 1, lo - 1, -1):
-            if i not in in_window:
-                in_window[i] = z3.And(z3.ULE(m, i), z3.UGT(m + b, i))
-            src = z3.Or([s_is[v] for v in range(addr_bits + 1) if (addr >> (i + v)) & 1])
-            flip = z3.And(in_window[i], src)
-            bit = z3.Xor(flip, z3.BoolVal(bool((addr >> i) & 1)))
-            bits.append(z3.If(bit, z3.BitVecVal(1, 1), z3.BitVecVal(0, 1)))
-        return bits[0] if len(bits) == 1 else z3.Concat(*bits)
+        a = z3.BitVecVal(addr, width)
+        return z3.Extract(hi - 1, lo, a ^ (z3.LShR(a, s) & mask))
 
     def extract(model: z3.ModelRef) -> Swizzle:
         val = [model.eval(x, model_completion=True).as_long() for x in (b, m, s)]

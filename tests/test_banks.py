@@ -156,7 +156,7 @@ def _oracle_nvidia(addrs: list[int | None], width: int) -> int:
     return total
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(warp_access())
 def test_nvidia_matches_independent_oracle_and_bounds(case: tuple[int, list[int | None]]) -> None:
     width, addrs = case

@@ -7,6 +7,7 @@ Skips (does not fail) while semantics/interp.py does not exist yet.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -79,12 +80,17 @@ def test_good_kernel_loads(name: str) -> None:
     assert kernel.name == name
 
 
-PARAMS = [(name, i) for name in sorted(CASES) for i in range(len(CASES[name].sizes))]
+SLOW = not os.environ.get("TILESAFE_SLOW")
+PARAMS = [
+    pytest.param(name, i, id=f"{name}-{'x'.join(map(str, sizes.values()))}",
+                 marks=(pytest.mark.slow, pytest.mark.skipif(SLOW, reason="TILESAFE_SLOW=1"))
+                 if i else ())
+    for name in sorted(CASES)
+    for i, sizes in enumerate(CASES[name].sizes)
+]
 
 
-@pytest.mark.parametrize(("name", "size_index"), PARAMS,
-                         ids=[f"{n}-{'x'.join(map(str, CASES[n].sizes[i].values()))}"
-                              for n, i in PARAMS])
+@pytest.mark.parametrize(("name", "size_index"), PARAMS)
 def test_interpreter_matches_reference(name: str, size_index: int) -> None:
     """Seed 0: the interpreter's own random inputs (quarter-integers, so most sums are
     exact). Seed 1: full-precision normal values, which make every rounding and the

@@ -6,9 +6,8 @@ import struct
 
 import numpy as np
 import pytest
-
 from tilesafe.frontend import ir
-from tilesafe.frontend.load import compile_source, load_program
+from tilesafe.frontend.load import compile_source
 from tilesafe.semantics import fp
 from tilesafe.semantics.interp import (
     InterpError,
@@ -286,17 +285,56 @@ def test_tma_out_of_bounds_box_is_filled() -> None:
     assert np.isnan(nan.tensors["dst"][32:]).all() and (nan.tensors["dst"][:32] == 1).all()
 
 
+# The DESIGN.md example: a two-stage TMA pipeline (warp 0 produces, warps 1..4 consume).
+PIPELINE = """
+// Two-stage TMA pipeline
+kernel pipelined_copy(src: global f16[M, N], dst: global f16[M, N])
+  where M % 64 == 0, N % 64 == 0, M > 0, N > 0
+  grid (M / 64) block 160
+{
+  const STAGES = 2
+  tensormap tin = tiled(src, box [64, 64], swizzle 128B)
+  shared buf: f16[STAGES, 64, 64] layout swizzle128B(row_major) align 1024
+  shared c: f16[64, 64] layout ((8,8),64):((64,512),1)
+  mbarrier full[STAGES] count 1 guards buf[i]
+  mbarrier empty[STAGES] count 4 guards buf[i]
+
+  if thread == 0 { init full; init empty; fence mbarrier_init }
+  sync
+
+  role producer = warp 0, elect one {
+    for k in 0 .. N / 64 {
+      let s = k % STAGES
+      wait empty[s] parity (k / STAGES + 1) % 2
+      arrive full[s], expect_tx bytes(buf[s])
+      tma_load buf[s] <- tin[block.x * 64, k * 64] signal full[s]
+    }
+  }
+  role consumer = warps 1 .. 5 {
+    for k in 0..N / 64 {
+      let s = k % STAGES
+      wait full[s] parity (k / STAGES) % 2
+      for e in 0 .. 32 {
+        let idx = e * 128 + (thread - 32)
+        dst[block.x * 64 + idx / 64, k * 64 + idx % 64] = buf[s, idx / 64, idx % 64]
+      }
+      arrive empty[s], one per warp
+    }
+  }
+}
+"""
+
+
 def _pipeline(replace: tuple[str, str] | None = None) -> ir.Kernel:
-    text = open("/work/notes/example.tsk").read() if replace is None else None
+    text = PIPELINE
     if replace is not None:
-        text = open("/work/notes/example.tsk").read()
         assert replace[0] in text
         text = text.replace(*replace)
-    return compile_source(text, "example.tsk").kernels[0]
+    return compile_source(text, "pipeline.tsk").kernels[0]
 
 
 def test_design_pipeline_same_result_under_every_seed() -> None:
-    k = load_program("/work/notes/example.tsk").kernels[0]
+    k = _pipeline()
     for sizes in ({"M": 64, "N": 192}, {"M": 128, "N": 128}):
         ins = random_inputs(k, sizes, 5)
         schedules = set()
@@ -308,7 +346,7 @@ def test_design_pipeline_same_result_under_every_seed() -> None:
 
 
 def test_replay_reproduces_the_exact_trace() -> None:
-    k = load_program("/work/notes/example.tsk").kernels[0]
+    k = _pipeline()
     sizes = {"M": 64, "N": 128}
     ins = random_inputs(k, sizes, 1)
     a = run_kernel(k, sizes, ins, seed=11, record_trace=True)
@@ -453,3 +491,49 @@ def test_tma_store_needs_fence_proxy_async() -> None:
     with pytest.raises(InterpError) as info:  # a fence after the sync does not count
         run_kernel(late, {}, ins)
     assert info.value.code == "TS301"
+
+
+def test_tx_range_shared_oob_and_bad_replay() -> None:
+    tx = """
+    kernel tx(x: global f32[1]) grid 1 block 1 {
+      mbarrier b count 1
+      init b
+      expect_tx b, 1048576
+    }
+    """
+    with pytest.raises(InterpError) as info:
+        run_kernel(kernel_of(tx), {}, {"x": np.zeros(1, np.float32)})
+    assert info.value.code == "TS404" and info.value.detail["model_code"] == "TS413"
+    oob = """
+    kernel oob(x: global f32[32]) grid 1 block 32 {
+      shared s: f32[32]
+      s[thread] = 1.0
+      sync
+      x[thread] = s[(thread + 1) % 33]
+    }
+    """
+    with pytest.raises(InterpError) as info:
+        run_kernel(kernel_of(oob), {}, {"x": np.zeros(32, np.float32)})
+    assert info.value.code == "TS202" and info.value.detail["index"] == [32]
+    k = kernel_of(ELEMENTWISE)
+    with pytest.raises(InterpError) as info:
+        run_kernel(k, {"N": 64}, random_inputs(k, {"N": 64}, 0), schedule=[64])
+    assert info.value.code == "TS490"
+
+
+def test_in_place_update_reads_global_written_by_the_kernel() -> None:
+    src = """
+    kernel inc(x: global bf16[N]) where N == 64 grid 1 block 64 {
+      x[thread] = x[thread] + 1.0
+      sync
+      if thread == 0 { x[0] = x[63] * 3.0 }
+    }
+    """
+    k = kernel_of(src)
+    ins = random_inputs(k, {"N": 64}, 3)
+    assert ins["x"].dtype == np.uint16
+    r = run_kernel(k, {"N": 64}, ins)
+    vals = fp.bf16_array_to_f32(ins["x"]) + np.float32(1.0)
+    want = fp.f32_array_to_bf16(vals)
+    want[0] = fp.f32_to_bf16_bits(fp.bf16_bits_to_f32(int(want[63])) * np.float32(3.0))
+    assert r.tensors["x"].tolist() == want.tolist()

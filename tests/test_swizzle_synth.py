@@ -63,7 +63,7 @@ def _np_permutes(nbytes: int, b: int, m: int, sh: int) -> bool:
 
 
 def test_exact_cute_bijection_formula_matches_brute_force() -> None:
-    for n_bytes in range(1, 300):
+    for n_bytes in range(1, 150):
         bits = max(n_bytes - 1, 1).bit_length()
         for b, m, sh in itertools.product(range(1, 5), range(bits + 1), range(1, bits + 2)):
             if sh >= b:
@@ -96,7 +96,7 @@ def test_rowxor_swizzle_is_a_bijection() -> None:
 # Known cases
 # ---------------------------------------------------------------------------------------------
 
-TRANSPOSE = AccessPattern("transpose", lambda lane, c: (lane, c), 4, iters=32)  # column c
+TRANSPOSE = AccessPattern("transpose", lambda lane, c: (lane, 3 * c), 4, iters=8)  # column 3c
 
 
 def test_ldmatrix_like_f16_pattern_swizzle_128b() -> None:
@@ -121,7 +121,7 @@ def test_synthesis_makes_transpose_read_conflict_free(family: str) -> None:
 
 def test_synthesis_handles_row_and_column_reads_together() -> None:
     tile = Tile(32, 32, 4)
-    rows = AccessPattern("rows", lambda lane, r: (r, lane), 4, iters=32)
+    rows = AccessPattern("rows", lambda lane, r: (3 * r, lane), 4, iters=8)
     res = synthesize(tile, [TRANSPOSE, rows])
     assert res.status == "found" and res.degree == 1 and res.swizzle is not None
     _check_nvidia_by_hand(tile, TRANSPOSE, res.swizzle, 1)
@@ -149,7 +149,7 @@ def test_synthesis_reports_minimum_when_degree_one_is_impossible() -> None:
     # swizzle moves one *contiguous* window of bits onto the 3 bank-group bits (4..6), so it
     # can separate only two of the three: 2-way is the best of that family ...
     tile = Tile(32, 32, 4)
-    pat = AccessPattern("spread", lambda l, it: (SPREAD_ROWS[l % 8], 4 * it), 16, iters=8)
+    pat = AccessPattern("spread", lambda l, it: (SPREAD_ROWS[l % 8], 20 * it), 16, iters=2)
     res = synthesize(tile, [pat])
     assert res.status == "found" and res.baseline_degree == 8 and res.degree == 2
     assert "degree 1 is unsat" in res.reason

@@ -159,55 +159,6 @@ def select_kernel(program: ir.Program, name: str | None) -> ir.Kernel:
     raise UsageError(f"no kernel '{name}' in {program.path}; kernels: {', '.join(names)}")
 
 
-def _eval_int(e: ir.Expr, sizes: Mapping[str, int]) -> int | bool:
-    """Value of a `where` constraint or size expression (Presburger terms only)."""
-    if isinstance(e, ir.IntConst):
-        return e.value
-    if isinstance(e, ir.SizeVar):
-        return sizes[e.name]
-    if isinstance(e, ir.UnOp):
-        v = _eval_int(e.operand, sizes)
-        return (not v) if e.op == "!" else -v
-    if isinstance(e, ir.Call) and e.func in ("min", "max", "abs"):
-        args = [_eval_int(a, sizes) for a in e.args]
-        return {"min": min, "max": max, "abs": lambda v: abs(v)}[e.func](*args)
-    if isinstance(e, ir.BinOp):
-        a = _eval_int(e.lhs, sizes)
-        if e.op == "&&":
-            return bool(a) and bool(_eval_int(e.rhs, sizes))
-        if e.op == "||":
-            return bool(a) or bool(_eval_int(e.rhs, sizes))
-        b = _eval_int(e.rhs, sizes)
-        ops = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
-               "/": lambda: a // b, "%": lambda: a % b, "==": lambda: a == b,
-               "!=": lambda: a != b, "<": lambda: a < b, "<=": lambda: a <= b,
-               ">": lambda: a > b, ">=": lambda: a >= b}
-        return ops[e.op]()
-    raise UsageError(f"cannot evaluate {type(e).__name__} over sizes")
-
-
-def check_sizes(kernel: ir.Kernel, sizes: Mapping[str, int]) -> None:
-    """All of the kernel's size parameters given, no others, and `where` satisfied."""
-    missing = [s for s in kernel.sizes if s not in sizes]
-    extra = [s for s in sizes if s not in kernel.sizes]
-    if missing or extra:
-        need = ", ".join(kernel.sizes) or "no sizes"
-        what = []
-        if missing:
-            what.append(f"missing {', '.join(missing)}")
-        if extra:
-            what.append(f"unknown {', '.join(extra)}")
-        raise UsageError(f"kernel '{kernel.name}' takes {need} ({'; '.join(what)})")
-    bad = []
-    for w in kernel.where:
-        if not _eval_int(w, sizes):
-            given = ", ".join(f"{k}={v}" for k, v in sizes.items())
-            bad.append(Diagnostic(dg.BAD_VALUE, f"the sizes {given} violate this 'where' "
-                                  "constraint", w.span))
-    if bad:
-        raise DiagnosticError(bad)
-
-
 def _interp_module() -> Any:
     try:
         interp = importlib.import_module("tilesafe.semantics.interp")
@@ -233,16 +184,17 @@ class RunRecord:
 def run_detailed(path: str | Path, sizes: Mapping[str, int] | str, seed: int = 0,
                  kernel: str | None = None) -> RunRecord:
     """Interpret one kernel on random inputs drawn from `seed`. Raises DiagnosticError for
-    a bad file or sizes that break `where`, UsageError for a bad request, and the
-    interpreter's InterpError when the run itself goes wrong (out of bounds, deadlock...)."""
+    a bad file, UsageError for a bad request, and the interpreter's InterpError when the
+    sizes do not fit the kernel (code TS200) or the run itself goes wrong (out of bounds,
+    deadlock, ...)."""
     import numpy as np
 
     if isinstance(sizes, str):
         sizes = parse_sizes(sizes)
     program = checked_program(path)
     k = select_kernel(program, kernel)
-    check_sizes(k, sizes)
     interp = _interp_module()
+    interp.check_where(k, dict(sizes))  # InterpError TS200: sizes missing, unknown or bad
     rng = np.random.default_rng(seed)
     inputs = interp.random_inputs(k, dict(sizes), rng)
     result = interp.run_kernel(k, dict(sizes), inputs, seed=seed)

@@ -95,11 +95,26 @@ def _cmd_lint(args: argparse.Namespace, out: _Out) -> int:
 # ---- run -----------------------------------------------------------------------------------
 
 
+def _stat(value: object) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def _summary_text(summary: object) -> list[str]:
+    """One line per output tensor: type, shape, statistics and a checksum."""
     if isinstance(summary, str):
         return summary.rstrip("\n").splitlines()
     if isinstance(summary, dict):
-        return [f"{k}: {v}" for k, v in summary.items()]
+        lines = []
+        for name, info in summary.items():
+            if not isinstance(info, dict):
+                lines.append(f"{name}: {info}")
+                continue
+            rest = dict(info)
+            head = f"{name}: {rest.pop('dtype', '?')}{rest.pop('shape', '')}"
+            checksum = rest.pop("checksum", None)
+            stats = "  ".join(f"{k}={_stat(v)}" for k, v in rest.items())
+            lines.append(f"{head}  {stats}" + (f"  checksum {checksum}" if checksum else ""))
+        return lines
     if isinstance(summary, (list, tuple)):
         return [str(s) for s in summary]
     return [str(summary)]
@@ -135,6 +150,8 @@ def _cmd_run(args: argparse.Namespace, out: _Out) -> int:
     except Exception as err:  # the interpreter's InterpError: the kernel failed at run time
         if not _is_interp_error(err):
             raise
+        # TS200: the sizes do not fit the kernel (missing, unknown, or against `where`).
+        status = USAGE if err.code == "TS200" else FAILED
         span = err.span if err.span.line > 0 else Span(args.file, 0, 0, 0, 0)
         diag = Diagnostic(err.code, err.message, span)
         detail = getattr(err, "detail", None) or {}
@@ -146,7 +163,7 @@ def _cmd_run(args: argparse.Namespace, out: _Out) -> int:
             out.line(render(diag, _source(args.file)))
             for key, value in detail.items():
                 out.line(f"     {key}: {value}")
-        return FAILED
+        return status
     interp = api._interp_module()
     summary = interp.summarize(rec.result)
     saved = None

@@ -1,0 +1,1019 @@
+"""The event model: one block of a kernel as concurrent agents that synchronise.
+
+Why: the temporal checkers (barrier protocol, ownership) reason about the order of
+synchronising events, not about values. This module turns the IR into that shape once, so
+both checkers (and the happens-before graph) read the same model.
+
+Agents. The threads of the block are partitioned into *classes*: two threads are in one class
+when they take the same path through every condition that depends on the thread alone (role
+membership, `elect one`, `if thread == 0`, `if lane < 16`, ...). The threads of a class run
+the same statements, so a class is modelled as ONE sequential agent that performs each
+statement for all of its threads at once (lockstep; see `docs/temporal.md` for when this is
+exact). Cardinalities are therefore counted exactly by arithmetic on the thread list: an
+`arrive` of a class of 128 threads is 128 arrivals, `one per warp` is the number of warp
+leaders in the class, `one` is 1 when the class holds the lowest thread of its role.
+The copy engine is a separate agent: every issued TMA copy completes at some later step.
+
+Programs. Each agent gets a flat instruction list: synchronising events (init, fence, sync,
+wait, arrive, expect_tx, tma_load, tma_store, commit, wait_group), shared-memory accesses
+(ownership only; a loop without synchronisation collapses into one access whose footprint
+is the union over its iterations), and control (loop entry/back-edge, uniform branches).
+Loops keep their trip counts symbolic: a bound is a function of the concrete sizes chosen
+when a state space is explored, so `for k in 0 .. N / 64` is explored for as many trip
+counts as the parametric argument (semantics/parametric.py) needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+import numpy as np
+from tilesafe.frontend import ir
+from tilesafe.frontend.span import Span
+
+Fn = Callable[[Mapping[str, Any]], Any]
+
+SYNC_STMTS = (ir.Init, ir.Fence, ir.Sync, ir.Wait, ir.Arrive, ir.ExpectTx, ir.TmaLoad,
+              ir.TmaStore, ir.CommitGroup, ir.WaitGroup)
+MAX_FOOTPRINT_POINTS = 1 << 22
+
+
+class Unsupported(Exception):
+    """A construct the temporal model cannot represent faithfully (verdicts become UNKNOWN)."""
+
+    def __init__(self, message: str, span: Span | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.span = span
+
+
+# ---- expressions ------------------------------------------------------------------------------
+
+
+def _np_min(a: Any, b: Any) -> Any:
+    return np.minimum(a, b) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else min(a, b)
+
+
+def _np_max(a: Any, b: Any) -> Any:
+    return np.maximum(a, b) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else max(a, b)
+
+
+_BINOPS: dict[str, Callable[[Any, Any], Any]] = {
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+    "/": lambda a, b: a // b, "%": lambda a, b: a % b,
+    "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+    "&&": np.logical_and, "||": np.logical_or,
+}
+
+
+@dataclass(frozen=True)
+class Lets:
+    """The immutable `let` bindings in scope, by uid (substituted where they are used)."""
+
+    table: Mapping[int, ir.Expr] = field(default_factory=dict)
+
+    def bind(self, uid: int, value: ir.Expr) -> Lets:
+        return Lets({**self.table, uid: value})
+
+
+def free_vars(e: ir.Expr, lets: Lets) -> frozenset[str]:
+    """What a term depends on: "thread", "block", "size:N", "loop:<uid>", "data"."""
+    out: set[str] = set()
+    _free(e, lets, out)
+    return frozenset(out)
+
+
+def _free(e: ir.Expr, lets: Lets, out: set[str]) -> None:
+    if isinstance(e, (ir.IntConst, ir.FloatConst)):
+        return
+    if isinstance(e, ir.SizeVar):
+        out.add("size:" + e.name)
+    elif isinstance(e, ir.Builtin):
+        out.add("thread" if e.kind in (ir.BuiltinKind.THREAD, ir.BuiltinKind.LANE,
+                                       ir.BuiltinKind.WARP_ID) else "block")
+    elif isinstance(e, ir.LoopVar):
+        out.add(f"loop:{e.uid}")
+    elif isinstance(e, ir.LocalRef):
+        if e.mutable or e.uid not in lets.table:
+            out.add("data")
+        else:
+            _free(lets.table[e.uid], lets, out)
+    elif isinstance(e, ir.Load):
+        out.add("data")
+    elif isinstance(e, ir.BinOp):
+        _free(e.lhs, lets, out)
+        _free(e.rhs, lets, out)
+    elif isinstance(e, ir.UnOp):
+        _free(e.operand, lets, out)
+    elif isinstance(e, ir.Call):
+        if e.func in ("f32", "i32"):
+            out.add("data")
+        for a in e.args:
+            _free(a, lets, out)
+    else:
+        out.add("data")
+
+
+def compile_expr(e: ir.Expr, lets: Lets) -> Fn:
+    """A closure over an environment (keys: "thread", "block.x", size names, "L<uid>").
+
+    Works on Python ints and, elementwise, on numpy integer arrays (floor division and
+    modulo in both), so footprints can be evaluated for many threads at once.
+    """
+    if isinstance(e, ir.IntConst):
+        v = e.value
+        return lambda env: v
+    if isinstance(e, ir.SizeVar):
+        name = e.name
+        return lambda env: env[name]
+    if isinstance(e, ir.Builtin):
+        if e.kind is ir.BuiltinKind.THREAD:
+            return lambda env: env["thread"]
+        if e.kind is ir.BuiltinKind.LANE:
+            return lambda env: env["thread"] % 32
+        if e.kind is ir.BuiltinKind.WARP_ID:
+            return lambda env: env["thread"] // 32
+        key = e.kind.value
+        return lambda env: env[key]
+    if isinstance(e, ir.LoopVar):
+        key = f"L{e.uid}"
+        return lambda env: env[key]
+    if isinstance(e, ir.LocalRef) and not e.mutable and e.uid in lets.table:
+        return compile_expr(lets.table[e.uid], lets)
+    if isinstance(e, ir.BinOp):
+        f, g, op = compile_expr(e.lhs, lets), compile_expr(e.rhs, lets), _BINOPS[e.op]
+        return lambda env: op(f(env), g(env))
+    if isinstance(e, ir.UnOp):
+        f = compile_expr(e.operand, lets)
+        if e.op == "!":
+            return lambda env: np.logical_not(f(env))
+        return lambda env: -f(env)
+    if isinstance(e, ir.Call) and e.func in ("min", "max", "abs"):
+        fs = [compile_expr(a, lets) for a in e.args]
+        if e.func == "abs":
+            return lambda env: abs(fs[0](env))
+        op = _np_min if e.func == "min" else _np_max
+        return lambda env: op(fs[0](env), fs[1](env))
+    raise Unsupported(f"expression of kind {type(e).__name__} has no integer meaning here",
+                      e.span)
+
+
+def conjuncts(e: ir.Expr) -> list[ir.Expr]:
+    if isinstance(e, ir.BinOp) and e.op == "&&":
+        return conjuncts(e.lhs) + conjuncts(e.rhs)
+    return [e]
+
+
+def conjoin(parts: list[ir.Expr], span: Span) -> ir.Expr | None:
+    if not parts:
+        return None
+    out = parts[0]
+    for p in parts[1:]:
+        out = ir.BinOp(span, ir.ScalarType.BOOL, "&&", out, p)
+    return out
+
+
+# ---- statements -------------------------------------------------------------------------------
+
+
+def walk(stmts: tuple[ir.Stmt, ...]) -> Iterator[ir.Stmt]:
+    for s in stmts:
+        yield s
+        for name in ("body", "then", "orelse"):
+            yield from walk(getattr(s, name, ()) or ())
+
+
+def has_sync(stmts: tuple[ir.Stmt, ...]) -> bool:
+    return any(isinstance(s, SYNC_STMTS) for s in walk(stmts))
+
+
+def stmt_exprs(s: ir.Stmt) -> Iterator[ir.Expr]:
+    """The expressions a statement evaluates itself (not those of nested statements)."""
+    if isinstance(s, (ir.Let, ir.VarDecl, ir.Assign)):
+        yield s.value
+    elif isinstance(s, ir.Store):
+        yield from s.indices
+        yield s.value
+    elif isinstance(s, ir.If):
+        yield s.cond
+    elif isinstance(s, ir.For):
+        yield s.lo
+        yield s.hi
+
+
+def shared_loads(e: ir.Expr) -> Iterator[ir.Load]:
+    if isinstance(e, ir.Load):
+        if e.space is ir.Space.SHARED:
+            yield e
+        for i in e.indices:
+            yield from shared_loads(i)
+    elif isinstance(e, ir.BinOp):
+        yield from shared_loads(e.lhs)
+        yield from shared_loads(e.rhs)
+    elif isinstance(e, ir.UnOp):
+        yield from shared_loads(e.operand)
+    elif isinstance(e, ir.Call):
+        for a in e.args:
+            yield from shared_loads(a)
+
+
+def has_shared(stmts: tuple[ir.Stmt, ...]) -> bool:
+    for s in walk(stmts):
+        if isinstance(s, ir.Store) and s.space is ir.Space.SHARED:
+            return True
+        if any(True for e in stmt_exprs(s) for _ in shared_loads(e)):
+            return True
+    return False
+
+
+# ---- thread classes ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ThreadClass:
+    index: int
+    name: str
+    threads: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        return len(self.threads)
+
+    def describe(self) -> str:
+        return f"{self.name} ({threads_text(self.threads)})"
+
+
+def threads_text(tids: tuple[int, ...] | list[int]) -> str:
+    runs: list[list[int]] = []
+    for t in sorted(tids):
+        if runs and t == runs[-1][1] + 1:
+            runs[-1][1] = t
+        else:
+            runs.append([t, t])
+    parts = [f"{a}" if a == b else f"{a}..{b}" for a, b in runs]
+    return ("thread " if len(tids) == 1 else "threads ") + ",".join(parts)
+
+
+def _thread_only(e: ir.Expr, lets: Lets) -> bool:
+    fv = free_vars(e, lets)
+    return bool(fv) and fv <= {"thread"}
+
+
+def _split_cond(cond: ir.Expr, lets: Lets) -> tuple[list[ir.Expr], list[ir.Expr], list[ir.Expr]]:
+    """Conjuncts that depend on the thread alone / not on the thread (uniform in a class) /
+    on both or on data (neither decidable per class nor per iteration)."""
+    thread, uniform, mixed = [], [], []
+    for c in conjuncts(cond):
+        fv = free_vars(c, lets)
+        if "data" in fv:
+            mixed.append(c)
+        elif fv <= {"thread"} and fv:
+            thread.append(c)
+        elif "thread" not in fv:
+            uniform.append(c)
+        else:
+            mixed.append(c)
+    return thread, uniform, mixed
+
+
+def _role_members(role: ir.Role) -> range:
+    lo, hi = role.threads.lo, role.threads.hi
+    return range(lo, lo + 1) if role.elect_one else range(lo, hi)
+
+
+def thread_classes(kernel: ir.Kernel) -> tuple[ThreadClass, ...]:
+    """Partition the block by the path each thread takes through thread-only conditions."""
+    sigs: dict[tuple, list[int]] = {}
+    for t in range(kernel.block):
+        sig: list[tuple[int, bool]] = []
+        _signature(kernel.body, t, Lets(), sig)
+        sigs.setdefault(tuple(sig), []).append(t)
+    groups = sorted(sigs.values(), key=lambda ts: ts[0])
+    names: list[str] = []
+    for ts in groups:
+        roles = _roles_of(kernel.body, ts[0])
+        base = "+".join(roles) if roles else "block"
+        names.append(base)
+    out = []
+    for i, ts in enumerate(groups):
+        name = names[i]
+        if names.count(name) > 1:
+            name = f"{name}[{threads_text(ts).split(' ', 1)[1]}]"
+        out.append(ThreadClass(i, name, tuple(ts)))
+    return tuple(out)
+
+
+def _roles_of(stmts: tuple[ir.Stmt, ...], t: int) -> list[str]:
+    return [s.name for s in walk(stmts) if isinstance(s, ir.Role) and t in _role_members(s)]
+
+
+def _signature(stmts: tuple[ir.Stmt, ...], t: int, lets: Lets, sig: list) -> Lets:
+    for s in stmts:
+        if isinstance(s, ir.Let):
+            lets = lets.bind(s.uid, s.value)
+        elif isinstance(s, ir.Role):
+            member = t in _role_members(s)
+            sig.append((id(s), member))
+            if member:
+                _signature(s.body, t, lets, sig)
+        elif isinstance(s, ir.If):
+            thread, _, _ = _split_cond(s.cond, lets)
+            ok = all(bool(compile_expr(c, lets)({"thread": t})) for c in thread)
+            if thread:
+                sig.append((id(s), ok))
+            if ok:
+                _signature(s.then, t, lets, sig)
+            _signature(s.orelse, t, lets, sig)
+        elif isinstance(s, ir.For):
+            _signature(s.body, t, lets, sig)
+    return lets
+
+
+# ---- instructions -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoopCtx:
+    """An enclosing loop that is kept (it contains synchronisation)."""
+
+    uid: int
+    lo: Fn
+    step: int
+    stmt: ir.For
+
+
+@dataclass(frozen=True)
+class AccessNode:
+    """A tree evaluated (vectorised over threads and collapsed loops) into a footprint.
+
+    kind "acc": buffer, write flag, index functions, exact (False: over-approximated);
+    kind "loop": uid, lo/hi functions, step, children; kind "if": cond (None: unknown, both
+    branches may run), then, orelse."""
+
+    kind: str
+    buffer: str = ""
+    write: bool = False
+    index: tuple[Fn, ...] = ()
+    exact: bool = True
+    uid: int = 0
+    lo: Fn | None = None
+    hi: Fn | None = None
+    step: int = 1
+    cond: Fn | None = None
+    then: tuple[AccessNode, ...] = ()
+    orelse: tuple[AccessNode, ...] = ()
+
+
+@dataclass(frozen=True)
+class Instr:
+    """One instruction of an agent. `op` is one of
+    init fence_init fence_proxy sync wait arrive expect_tx tma_load tma_store commit
+    wait_group access (visible) and enter next branch jump end (control)."""
+
+    op: str
+    stmt: ir.Stmt | None
+    ctx: tuple[LoopCtx, ...]
+    bar: str = ""
+    idx: Fn | None = None  # barrier index (None: scalar barrier, or every instance for init)
+    parity: Fn | None = None
+    count: int = 0  # arrivals (arrive), issuing threads (init, expect_tx, tma_*)
+    tx: Fn | None = None  # bytes per arriving / expecting thread
+    nbytes: int = 0  # bytes one TMA copy moves
+    buffer: str = ""  # TMA slice buffer
+    prefix: tuple[Fn, ...] = ()  # TMA slice prefix
+    access: tuple[AccessNode, ...] = ()
+    target: int = -1  # jump target / loop exit / branch else
+    trip: Fn | None = None  # loop trip count
+    cond: Fn | None = None  # branch condition
+    per_warp: bool = False  # arrive ... one per warp: joins the lanes of each warp first
+    group: tuple[int, ...] = ()  # classes joined by a per-warp arrive
+    pending: int = 0  # wait_group N
+    sync_exprs: tuple[ir.Expr, ...] = ()  # what the parametric argument must check
+    lets: Lets = field(default_factory=Lets)
+
+    @property
+    def visible(self) -> bool:
+        return self.op not in ("enter", "next", "branch", "jump")
+
+    def text(self) -> str:
+        s = self.stmt
+        where = f" (line {s.span.line})" if s is not None else ""
+        return f"{self.op}{where}"
+
+
+@dataclass(frozen=True)
+class Agent:
+    cls: ThreadClass
+    code: tuple[Instr, ...]
+    future: tuple[frozenset, ...]  # name-level objects the agent may touch from each pc on
+    param_loop: tuple[int, int, int, ir.For] | None  # (enter pc, next pc, depth, stmt)
+
+    @property
+    def name(self) -> str:
+        return self.cls.name
+
+
+@dataclass(frozen=True)
+class SymLoop:
+    """A kept loop whose trip count depends on the sizes."""
+
+    agent: int
+    stmt: ir.For
+    nested: bool  # inside another kept loop
+
+
+@dataclass(frozen=True)
+class Model:
+    kernel: ir.Kernel
+    classes: tuple[ThreadClass, ...]
+    agents: tuple[Agent, ...]
+    instances: tuple[tuple[str, int], ...]  # every barrier instance, flattened
+    ownership: bool
+    sym_loops: tuple[SymLoop, ...]
+    lets: Lets  # every let of the kernel (uids are unique), for z3 encodings
+
+    def inst_id(self, name: str, idx: int) -> int:
+        return self._inst[(name, idx)]
+
+    @property
+    def _inst(self) -> dict[tuple[str, int], int]:
+        cache = self.__dict__.get("_inst_cache")
+        if cache is None:
+            cache = {key: i for i, key in enumerate(self.instances)}
+            object.__setattr__(self, "_inst_cache", cache)
+        return cache
+
+    def label(self, inst: int) -> str:
+        name, idx = self.instances[inst]
+        return name if self.kernel.barrier(name).length is None else f"{name}[{idx}]"
+
+
+def build_model(kernel: ir.Kernel, ownership: bool) -> Model:
+    """The agents of one block. Raises Unsupported for constructs outside the model."""
+    classes = thread_classes(kernel)
+    all_lets = Lets({s.uid: s.value for s in walk(kernel.body) if isinstance(s, ir.Let)})
+    agents = []
+    sym: list[SymLoop] = []
+    for cls in classes:
+        comp = _Compiler(kernel, cls, ownership, classes)
+        comp.block(kernel.body, (), Lets(), None)
+        comp.emit(Instr("end", None, ()))
+        code = tuple(comp.code)
+        param = None
+        for enter_pc, next_pc, depth, stmt in comp.sym_loops:
+            sym.append(SymLoop(len(agents), stmt, depth > 0))
+            if param is None:
+                param = (enter_pc, next_pc, depth, stmt)
+        agents.append(Agent(cls, code, _futures(kernel, code, cls), param))
+    instances = tuple((b.name, i) for b in kernel.barriers for i in range(b.instances))
+    return Model(kernel, classes, tuple(agents), instances, ownership, tuple(sym), all_lets)
+
+
+class _Compiler:
+    def __init__(self, kernel: ir.Kernel, cls: ThreadClass, ownership: bool,
+                 classes: tuple[ThreadClass, ...]) -> None:
+        self.k = kernel
+        self.cls = cls
+        self.t0 = cls.threads[0]
+        self.members = set(cls.threads)
+        self.ownership = ownership
+        self.classes = classes
+        self.code: list[Instr] = []
+        self.sym_loops: list[tuple[int, int, int, ir.For]] = []
+
+    def emit(self, ins: Instr) -> int:
+        self.code.append(ins)
+        return len(self.code) - 1
+
+    def patch(self, pc: int, **changes: Any) -> None:
+        old = self.code[pc]
+        self.code[pc] = Instr(**{**{f: getattr(old, f) for f in old.__dataclass_fields__},
+                                 **changes})
+
+    def thread_true(self, conds: list[ir.Expr], lets: Lets) -> bool:
+        env = {"thread": self.t0}
+        return all(bool(compile_expr(c, lets)(env)) for c in conds)
+
+    def relevant(self, stmts: tuple[ir.Stmt, ...]) -> bool:
+        return has_sync(stmts) or (self.ownership and has_shared(stmts))
+
+    # -- statements --------------------------------------------------------------------------
+
+    def block(self, stmts: tuple[ir.Stmt, ...], ctx: tuple[LoopCtx, ...], lets: Lets,
+              role: ir.Role | None) -> Lets:
+        for s in stmts:
+            lets = self.stmt(s, ctx, lets, role)
+        return lets
+
+    def stmt(self, s: ir.Stmt, ctx: tuple[LoopCtx, ...], lets: Lets,
+             role: ir.Role | None) -> Lets:
+        if isinstance(s, ir.Let):
+            lets = lets.bind(s.uid, s.value)
+            self.plain_access(s, ctx, lets)
+            return lets
+        if isinstance(s, ir.Role):
+            if self.t0 in _role_members(s):
+                self.block(s.body, ctx, lets, s)
+            return lets
+        if isinstance(s, ir.For):
+            self.loop(s, ctx, lets, role)
+            return lets
+        if isinstance(s, ir.If):
+            self.cond(s, ctx, lets, role)
+            return lets
+        if isinstance(s, SYNC_STMTS):
+            self.sync_stmt(s, ctx, lets, role)
+            return lets
+        self.plain_access(s, ctx, lets)
+        return lets
+
+    def plain_access(self, s: ir.Stmt, ctx: tuple[LoopCtx, ...], lets: Lets) -> None:
+        if not self.ownership:
+            return
+        self.access_instr((s,), s, ctx, lets)
+
+    def access_instr(self, stmts: tuple[ir.Stmt, ...], s: ir.Stmt, ctx: tuple[LoopCtx, ...],
+                     lets: Lets) -> None:
+        nodes = _access_nodes(stmts, lets, self.k)
+        if nodes:
+            self.emit(Instr("access", s, ctx, access=nodes, lets=lets,
+                            sync_exprs=tuple(_access_exprs(stmts, lets))))
+
+    def loop(self, s: ir.For, ctx: tuple[LoopCtx, ...], lets: Lets, role: ir.Role | None) -> None:
+        if not has_sync(s.body):
+            if self.ownership and has_shared(s.body):
+                self.access_instr((s,), s, ctx, lets)
+            return
+        for bound in (s.lo, s.hi):
+            fv = free_vars(bound, lets)
+            if fv & {"thread", "block", "data"}:
+                raise Unsupported("a loop that synchronises must have bounds uniform over "
+                                  "the block (no thread, block index or memory)", s.span)
+        lo, hi, step = compile_expr(s.lo, lets), compile_expr(s.hi, lets), s.step
+
+        def trip(env: Mapping[str, Any]) -> int:
+            return max(0, -((lo(env) - hi(env)) // step))
+
+        symbolic = any(v.startswith("size:")
+                       for v in free_vars(s.hi, lets) | free_vars(s.lo, lets))
+        enter = self.emit(Instr("enter", s, ctx, trip=trip,
+                                sync_exprs=(s.lo, s.hi) if symbolic else (), lets=lets))
+        inner = ctx + (LoopCtx(s.var.uid, lo, step, s),)
+        body_pc = len(self.code)
+        self.block(s.body, inner, lets, role)
+        nxt = self.emit(Instr("next", s, ctx, trip=trip, target=body_pc, lets=lets))
+        self.patch(enter, target=nxt + 1)
+        if symbolic:
+            self.sym_loops.append((enter, nxt, len(ctx), s))
+
+    def cond(self, s: ir.If, ctx: tuple[LoopCtx, ...], lets: Lets, role: ir.Role | None) -> None:
+        thread, uniform, mixed = _split_cond(s.cond, lets)
+        relevant_then, relevant_else = self.relevant(s.then), self.relevant(s.orelse)
+        if not (relevant_then or relevant_else):
+            if self.ownership and any(True for _ in shared_loads(s.cond)):
+                self.plain_access(s, ctx, lets)
+            return
+        if mixed:
+            if has_sync(s.then) or has_sync(s.orelse):
+                raise Unsupported("synchronisation under a condition that mixes the thread "
+                                  "with loop variables, sizes or memory", s.span)
+            self.access_instr((s,), s, ctx, lets)
+            return
+        self.plain_loads_of(s, ctx, lets)
+        if not self.thread_true(thread, lets):
+            self.block(s.orelse, ctx, lets, role)
+            return
+        ucond = conjoin(uniform, s.cond.span)
+        if ucond is None:
+            self.block(s.then, ctx, lets, role)
+            return
+        br = self.emit(Instr("branch", s, ctx, cond=compile_expr(ucond, lets),
+                             sync_exprs=(ucond,), lets=lets))
+        self.block(s.then, ctx, lets, role)
+        if s.orelse:
+            jmp = self.emit(Instr("jump", s, ctx))
+            self.patch(br, target=len(self.code))
+            self.block(s.orelse, ctx, lets, role)
+            self.patch(jmp, target=len(self.code))
+        else:
+            self.patch(br, target=len(self.code))
+
+    def plain_loads_of(self, s: ir.If, ctx: tuple[LoopCtx, ...], lets: Lets) -> None:
+        if self.ownership and any(True for _ in shared_loads(s.cond)):
+            nodes = _loads_nodes(s.cond, lets, self.k)
+            exprs = tuple(i for ld in shared_loads(s.cond) for i in ld.indices)
+            self.emit(Instr("access", s, ctx, access=nodes, lets=lets, sync_exprs=exprs))
+
+    # -- synchronisation ---------------------------------------------------------------------
+
+    def bar_index(self, ref: ir.BarrierRef, lets: Lets) -> tuple[Fn | None, tuple[ir.Expr, ...]]:
+        if ref.index is None:
+            return None, ()
+        self.require_uniform(ref.index, lets, "a barrier index")
+        return compile_expr(ref.index, lets), (ref.index,)
+
+    def require_uniform(self, e: ir.Expr, lets: Lets, what: str) -> None:
+        """Synchronising operands must be the same for every thread of the class."""
+        fv = free_vars(e, lets)
+        if "data" in fv or "block" in fv:
+            raise Unsupported(f"{what} must not depend on memory or the block index", e.span)
+        if "thread" in fv:
+            vals = np.asarray(compile_expr(e, lets)({"thread": np.array(self.cls.threads)}))
+            if fv != {"thread"} or (vals != vals.flat[0]).any():
+                raise Unsupported(f"{what} differs between the threads of class "
+                                  f"{self.cls.name}", e.span)
+
+    def sync_stmt(self, s: ir.Stmt, ctx: tuple[LoopCtx, ...], lets: Lets,
+                  role: ir.Role | None) -> None:
+        n = self.cls.size
+        if isinstance(s, ir.Init):
+            idx, ex = self.bar_index(s.barrier, lets)
+            self.emit(Instr("init", s, ctx, bar=s.barrier.name, idx=idx, count=n,
+                            sync_exprs=ex, lets=lets))
+        elif isinstance(s, ir.Fence):
+            op = "fence_init" if s.kind is ir.FenceKind.MBARRIER_INIT else "fence_proxy"
+            self.emit(Instr(op, s, ctx, lets=lets))
+        elif isinstance(s, ir.Sync):
+            self.emit(Instr("sync", s, ctx, lets=lets))
+        elif isinstance(s, ir.Wait):
+            idx, ex = self.bar_index(s.barrier, lets)
+            self.require_uniform(s.parity, lets, "a wait parity")
+            self.emit(Instr("wait", s, ctx, bar=s.barrier.name, idx=idx,
+                            parity=compile_expr(s.parity, lets), sync_exprs=ex + (s.parity,),
+                            lets=lets))
+        elif isinstance(s, ir.Arrive):
+            idx, ex = self.bar_index(s.barrier, lets)
+            tx = None
+            if s.tx_bytes is not None:
+                self.require_uniform(s.tx_bytes, lets, "an expect_tx byte count")
+                tx = compile_expr(s.tx_bytes, lets)
+                ex = ex + (s.tx_bytes,)
+            count, group = self.arrivals(s, role)
+            self.emit(Instr("arrive", s, ctx, bar=s.barrier.name, idx=idx, count=count, tx=tx,
+                            per_warp=s.mode is ir.ArriveMode.PER_WARP, group=group,
+                            sync_exprs=ex, lets=lets))
+        elif isinstance(s, ir.ExpectTx):
+            idx, ex = self.bar_index(s.barrier, lets)
+            self.require_uniform(s.nbytes, lets, "an expect_tx byte count")
+            self.emit(Instr("expect_tx", s, ctx, bar=s.barrier.name, idx=idx, count=n,
+                            tx=compile_expr(s.nbytes, lets), sync_exprs=ex + (s.nbytes,),
+                            lets=lets))
+        elif isinstance(s, ir.TmaLoad):
+            idx, ex = self.bar_index(s.barrier, lets)
+            prefix, pex = self.prefix(s.dst, lets)
+            self.emit(Instr("tma_load", s, ctx, bar=s.barrier.name, idx=idx, count=n,
+                            nbytes=s.nbytes, buffer=s.dst.buffer, prefix=prefix,
+                            sync_exprs=ex + pex, lets=lets))
+        elif isinstance(s, ir.TmaStore):
+            prefix, pex = self.prefix(s.src, lets)
+            self.emit(Instr("tma_store", s, ctx, count=n, nbytes=s.nbytes, buffer=s.src.buffer,
+                            prefix=prefix, sync_exprs=pex, lets=lets))
+        elif isinstance(s, ir.CommitGroup):
+            self.emit(Instr("commit", s, ctx, lets=lets))
+        elif isinstance(s, ir.WaitGroup):
+            self.emit(Instr("wait_group", s, ctx, pending=s.pending, lets=lets))
+
+    def prefix(self, sl: ir.BufferSlice, lets: Lets) -> tuple[tuple[Fn, ...], tuple[ir.Expr, ...]]:
+        for p in sl.prefix:
+            self.require_uniform(p, lets, "a TMA slice index")
+        return tuple(compile_expr(p, lets) for p in sl.prefix), sl.prefix
+
+    def arrivals(self, s: ir.Arrive, role: ir.Role | None) -> tuple[int, tuple[int, ...]]:
+        """Arrivals this class makes, and (per warp) the classes whose lanes converge."""
+        lo = role.threads.lo if role is not None else 0
+        hi = role.threads.hi if role is not None else self.k.block
+        if role is not None and role.elect_one:
+            hi = lo + 1
+        if s.mode is ir.ArriveMode.EACH:
+            return self.cls.size, ()
+        if s.mode is ir.ArriveMode.ONE:
+            return (1 if lo in self.members else 0), ()
+        warps = {t // 32 for t in self.cls.threads if lo <= t < hi}
+        leaders = {max(lo, 32 * w) for w in warps}
+        # Classes that share a warp with this one (transitively) converge together.
+        group = {self.cls.index}
+        frontier = set(warps)
+        seen_w: set[int] = set()
+        while frontier:
+            w = frontier.pop()
+            seen_w.add(w)
+            for c in self.classes:
+                if any(32 * w <= t < 32 * w + 32 and lo <= t < hi for t in c.threads):
+                    if c.index not in group:
+                        group.add(c.index)
+                        frontier |= {t // 32 for t in c.threads if lo <= t < hi} - seen_w
+        return len(leaders & self.members), tuple(sorted(group))
+
+
+# ---- access footprints ------------------------------------------------------------------------
+
+
+def _index_exact(exprs: tuple[ir.Expr, ...], lets: Lets) -> bool:
+    return not any(free_vars(e, lets) & {"data", "block"} or
+                   any(v.startswith("size:") for v in free_vars(e, lets)) for e in exprs)
+
+
+def _loads_nodes(e: ir.Expr, lets: Lets, kernel: ir.Kernel) -> tuple[AccessNode, ...]:
+    out = []
+    for ld in shared_loads(e):
+        out.append(_acc_node(ld.tensor, False, ld.indices, lets))
+    return tuple(out)
+
+
+def _acc_node(buffer: str, write: bool, indices: tuple[ir.Expr, ...], lets: Lets) -> AccessNode:
+    exact = _index_exact(indices, lets)
+    index = tuple(compile_expr(i, lets) for i in indices) if exact else ()
+    return AccessNode("acc", buffer=buffer, write=write, index=index, exact=exact)
+
+
+def _access_nodes(stmts: tuple[ir.Stmt, ...], lets: Lets, kernel: ir.Kernel
+                  ) -> tuple[AccessNode, ...]:
+    out: list[AccessNode] = []
+    for s in stmts:
+        if isinstance(s, ir.Let):
+            out.extend(_loads_nodes(s.value, lets, kernel))
+            lets = lets.bind(s.uid, s.value)
+        elif isinstance(s, ir.Store):
+            for e in s.indices + (s.value,):
+                out.extend(_loads_nodes(e, lets, kernel))
+            if s.space is ir.Space.SHARED:
+                out.append(_acc_node(s.tensor, True, s.indices, lets))
+        elif isinstance(s, (ir.VarDecl, ir.Assign)):
+            out.extend(_loads_nodes(s.value, lets, kernel))
+        elif isinstance(s, ir.For):
+            inner = _access_nodes(s.body, lets, kernel)
+            if not inner:
+                continue
+            bounds_ok = not any(
+                free_vars(b, lets) & {"data", "block"}
+                or any(v.startswith("size:") for v in free_vars(b, lets))
+                for b in (s.lo, s.hi))
+            if bounds_ok:
+                out.append(AccessNode("loop", uid=s.var.uid, lo=compile_expr(s.lo, lets),
+                                      hi=compile_expr(s.hi, lets), step=s.step, then=inner))
+            else:  # unknown trip: every access below becomes the whole buffer
+                out.extend(_inexact(inner))
+        elif isinstance(s, ir.If):
+            out.extend(_loads_nodes(s.cond, lets, kernel))
+            then = _access_nodes(s.then, lets, kernel)
+            orelse = _access_nodes(s.orelse, lets, kernel)
+            if not (then or orelse):
+                continue
+            fv = free_vars(s.cond, lets)
+            known = not (fv & {"data", "block"} or any(v.startswith("size:") for v in fv))
+            cond = compile_expr(s.cond, lets) if known else None
+            out.append(AccessNode("if", cond=cond, then=then, orelse=orelse))
+        elif isinstance(s, ir.Role):
+            out.extend(_access_nodes(s.body, lets, kernel))
+    return tuple(out)
+
+
+def _known(e: ir.Expr, lets: Lets) -> bool:
+    fv = free_vars(e, lets)
+    return not (fv & {"data", "block"} or any(v.startswith("size:") for v in fv))
+
+
+def _access_exprs(stmts: tuple[ir.Stmt, ...], lets: Lets) -> Iterator[ir.Expr]:
+    """The terms a footprint depends on (those it evaluates exactly)."""
+    for s in stmts:
+        if isinstance(s, ir.Let):
+            lets = lets.bind(s.uid, s.value)
+        for e in stmt_exprs(s):
+            for ld in shared_loads(e):
+                yield from (i for i in ld.indices if _known(i, lets))
+        if isinstance(s, ir.Store) and s.space is ir.Space.SHARED:
+            yield from (i for i in s.indices if _known(i, lets))
+        if isinstance(s, ir.For):
+            yield from (b for b in (s.lo, s.hi) if _known(b, lets))
+            yield from _access_exprs(s.body, lets)
+        elif isinstance(s, ir.If):
+            if _known(s.cond, lets):
+                yield s.cond
+            yield from _access_exprs(s.then, lets)
+            yield from _access_exprs(s.orelse, lets)
+        elif isinstance(s, ir.Role):
+            yield from _access_exprs(s.body, lets)
+
+
+def _inexact(nodes: tuple[AccessNode, ...]) -> list[AccessNode]:
+    out = []
+    for n in nodes:
+        if n.kind == "acc":
+            out.append(AccessNode("acc", buffer=n.buffer, write=n.write, exact=False))
+        else:
+            out.extend(_inexact(n.then))
+            out.extend(_inexact(n.orelse))
+    return out
+
+
+def footprint(nodes: tuple[AccessNode, ...], env: Mapping[str, Any], threads: tuple[int, ...],
+              kernel: ir.Kernel) -> dict[str, tuple[int, int, bool]]:
+    """Buffer -> (read mask, write mask, exact) over the elements (row-major logical index).
+
+    Vectorised: every thread of the class and every iteration of collapsed loops is one
+    point; conditions mask points; out-of-range indices are dropped (bounds are another
+    checker's business)."""
+    pts = {k: v for k, v in env.items()}
+    pts["thread"] = np.array(threads, dtype=np.int64)
+    mask = np.ones(len(threads), dtype=bool)
+    acc: dict[str, list] = {}
+    _fp(nodes, pts, mask, kernel, acc)
+    out: dict[str, tuple[int, int, bool]] = {}
+    for buf, (r, w, exact) in acc.items():
+        out[buf] = (_bits(r), _bits(w), exact)
+    return out
+
+
+def _fp(nodes: tuple[AccessNode, ...], pts: dict[str, Any], mask: np.ndarray,
+        kernel: ir.Kernel, acc: dict[str, list]) -> None:
+    for n in nodes:
+        if n.kind == "acc":
+            buf = kernel.buffer(n.buffer)
+            entry = acc.setdefault(n.buffer, [np.zeros(buf.size, bool), np.zeros(buf.size, bool),
+                                              True])
+            target = entry[1] if n.write else entry[0]
+            if not n.exact:
+                if mask.any():
+                    target[:] = True
+                    entry[2] = False
+                continue
+            idx = [np.broadcast_to(np.asarray(f(pts), dtype=np.int64), mask.shape)
+                   for f in n.index]
+            ok = mask.copy()
+            flat = np.zeros(mask.shape, dtype=np.int64)
+            for i, d in zip(idx, buf.shape, strict=True):
+                ok &= (i >= 0) & (i < d)
+                flat = flat * d + i
+            target[flat[ok]] = True
+        elif n.kind == "if":
+            if n.cond is None:
+                _fp(n.then, pts, mask, kernel, acc)
+                _fp(n.orelse, pts, mask, kernel, acc)
+                for e in acc.values():
+                    e[2] = False
+                continue
+            c = np.broadcast_to(np.asarray(n.cond(pts), dtype=bool), mask.shape)
+            _fp(n.then, pts, mask & c, kernel, acc)
+            _fp(n.orelse, pts, mask & ~c, kernel, acc)
+        else:  # collapsed loop: expand every point by the loop's iterations
+            lo = np.broadcast_to(np.asarray(n.lo(pts), dtype=np.int64), mask.shape)
+            hi = np.broadcast_to(np.asarray(n.hi(pts), dtype=np.int64), mask.shape)
+            if not mask.any():
+                continue
+            vlo, vhi = int(lo[mask].min()), int(hi[mask].max())
+            values = np.arange(vlo, max(vlo, vhi), n.step, dtype=np.int64)
+            if values.size == 0:
+                continue
+            if values.size * mask.size > MAX_FOOTPRINT_POINTS:
+                _fp(tuple(_inexact(n.then)), pts, mask, kernel, acc)
+                continue
+            reps = values.size
+            new = {k: (np.repeat(np.broadcast_to(v, mask.shape), reps)
+                       if isinstance(v, np.ndarray) else v) for k, v in pts.items()}
+            var = np.tile(values, mask.size)
+            new[f"L{n.uid}"] = var
+            m = np.repeat(mask, reps) & (var >= np.repeat(lo, reps)) & (var < np.repeat(hi, reps))
+            m &= (var - np.repeat(lo, reps)) % n.step == 0
+            _fp(n.then, new, m, kernel, acc)
+
+
+def _bits(a: np.ndarray) -> int:
+    if not a.any():
+        return 0
+    return int.from_bytes(np.packbits(a, bitorder="little").tobytes(), "little")
+
+
+def slice_mask(buf: ir.SharedBuffer, prefix: tuple[int, ...]) -> int:
+    """Bit mask of the elements of buf[prefix...] (row-major logical order)."""
+    inner = 1
+    for d in buf.shape[len(prefix):]:
+        inner *= d
+    start = 0
+    for p, d in zip(prefix, buf.shape, strict=False):
+        if not 0 <= p < d:
+            return 0
+        start = start * d + p
+    start *= inner
+    return ((1 << inner) - 1) << start
+
+
+# ---- future objects (for partial-order reduction) ---------------------------------------------
+
+
+def _futures(kernel: ir.Kernel, code: tuple[Instr, ...], cls: ThreadClass
+             ) -> tuple[frozenset, ...]:
+    """Name-level objects an agent may touch from each pc on (fixpoint over the CFG)."""
+    own = [_objects_static(kernel, ins, cls) for ins in code]
+    succ: list[list[int]] = []
+    for pc, ins in enumerate(code):
+        if ins.op == "end":
+            succ.append([])
+        elif ins.op == "jump":
+            succ.append([ins.target])
+        elif ins.op in ("enter", "branch"):
+            succ.append([pc + 1, ins.target])
+        elif ins.op == "next":
+            succ.append([pc + 1, ins.target])
+        else:
+            succ.append([pc + 1])
+    fut = [set(o) for o in own]
+    changed = True
+    while changed:
+        changed = False
+        for pc in range(len(code) - 1, -1, -1):
+            for q in succ[pc]:
+                if not fut[q] <= fut[pc]:
+                    fut[pc] |= fut[q]
+                    changed = True
+    return tuple(frozenset(f) for f in fut)
+
+
+def _objects_static(kernel: ir.Kernel, ins: Instr, cls: ThreadClass) -> set:
+    o: set = set()
+    if ins.op in ("init", "wait", "arrive", "expect_tx", "tma_load"):
+        o.add(("b", ins.bar))
+        guard = kernel.barrier(ins.bar).guards
+        if guard is not None:
+            o.add(("m", guard.buffer))
+    if ins.op in ("tma_load", "tma_store"):
+        o.add(("m", ins.buffer))
+    if ins.op in ("tma_store", "commit", "wait_group"):
+        o.add(("g", cls.index))
+    if ins.op == "wait_group":
+        o.add(("m", "*"))
+    if ins.op == "sync":
+        o.add(("s",))
+    if ins.op == "fence_init":
+        o.update(("b", b.name) for b in kernel.barriers)
+    if ins.op in ("fence_proxy", "access"):
+        o.update(("m", b.name) for b in kernel.shared)
+    if ins.op == "arrive" and ins.per_warp:
+        o.add(("w", ins.stmt.span.line, ins.stmt.span.col))
+    return o
+
+
+# ---- happens-before ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TraceStep:
+    """One step of an explored run: who moved, what it did, and what it synchronised with.
+
+    `kind` is the instruction op (or "copy_load"/"copy_store" for the copy engine, "sync"
+    for the joint `sync`); `inst` a barrier-instance label; `phase` the phase that a wait
+    observed or an arrival/complete_tx completed (absolute, counted along the run)."""
+
+    index: int
+    agents: tuple[str, ...]
+    kind: str
+    line: int
+    detail: str
+    inst: str = ""
+    completes: int = -1  # phase number this step completed on `inst`
+    observes: int = -1  # phase number this wait observed
+    copy_id: int = -1  # copy issued (tma_*) or completed (copy_*)
+
+
+def happens_before(steps: tuple[TraceStep, ...]) -> nx.DiGraph:
+    """Happens-before graph of one run: program order per agent, issue -> completion for
+    every copy, phase completion -> the waits that observed it, and `sync` (a joint step,
+    so program order through it already orders everything before it)."""
+    g = nx.DiGraph()
+    last: dict[str, int] = {}
+    completed: dict[tuple[str, int], int] = {}
+    contributed: dict[tuple[str, int], list[int]] = {}
+    issued: dict[int, int] = {}
+    phase_now: dict[str, int] = {}
+    for st in steps:
+        g.add_node(st.index, agents=st.agents, kind=st.kind, line=st.line, detail=st.detail)
+        for a in st.agents:
+            if a in last:
+                g.add_edge(last[a], st.index, why="program order")
+            last[a] = st.index
+        if st.kind in ("tma_load", "tma_store") and st.copy_id >= 0:
+            issued[st.copy_id] = st.index
+        if st.kind.startswith("copy_") and st.copy_id in issued:
+            g.add_edge(issued[st.copy_id], st.index, why="issue")
+        if st.inst and st.kind in ("arrive", "expect_tx", "copy_load"):
+            n = phase_now.get(st.inst, 0)
+            contributed.setdefault((st.inst, n), []).append(st.index)
+            if st.completes >= 0:
+                completed[(st.inst, st.completes)] = st.index
+                for src in contributed.get((st.inst, st.completes), []):
+                    if src != st.index:
+                        g.add_edge(src, st.index, why="phase")
+                phase_now[st.inst] = st.completes + 1
+        if st.kind == "wait" and st.observes >= 0:
+            src = completed.get((st.inst, st.observes))
+            if src is not None:
+                g.add_edge(src, st.index, why=f"{st.inst} phase {st.observes}")
+    return g
+
+
+def ordered(g: nx.DiGraph, a: int, b: int) -> bool:
+    """True when one of two steps happens before the other in the run's graph."""
+    return nx.has_path(g, a, b) or nx.has_path(g, b, a)
