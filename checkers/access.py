@@ -21,12 +21,16 @@ on the over-approximated domains, coverage on the under-approximated ones; a ref
 is only reported when it also holds on the under-approximation, otherwise the verdict is
 UNKNOWN (TS291). ISL runs under an operation budget scaled from `timeout_ms`; running past
 it (or any ISL error) gives UNKNOWN (TS290), never a proof.
+
+Coverage speaks of runs that finish: a thread that deadlocks never reaches its stores, and
+that is the barrier checker's business, not this one's.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import islpy as isl
 from tilesafe.checkers.obligation import Obligation, Verdict
@@ -56,17 +60,15 @@ INEXACT = "TS291"  # a guard or index without Presburger form left the verdict o
 OPS_PER_MS = 1000  # measured: about a million ISL operations per second
 
 
+@dataclass(frozen=True)
 class _Result:
     """What one query decided, before it becomes an Obligation."""
 
-    def __init__(self, verdict: Verdict, message: str, code: str | None = None,
-                 counterexample: Mapping[str, object] | None = None,
-                 evidence: Mapping[str, object] | None = None):
-        self.verdict = verdict
-        self.message = message
-        self.code = code
-        self.counterexample = counterexample
-        self.evidence = dict(evidence or {})
+    verdict: Verdict
+    message: str
+    code: str | None = None
+    counterexample: Mapping[str, object] | None = None
+    evidence: Mapping[str, object] = field(default_factory=dict)
 
 
 def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:
@@ -116,9 +118,9 @@ def _run(ctx: isl.Context, name: str, span: Span, setup: float,
     except isl.Error as err:
         r = _Result(Verdict.UNKNOWN, f"ISL gave up: {_isl_reason(err)}", ISL_LIMIT)
     seconds = time.perf_counter() - start
-    r.evidence["setup_seconds"] = round(setup, 4)
+    evidence = {**r.evidence, "setup_seconds": round(setup, 4)}
     return Obligation(CHECKER, name, r.verdict, METHOD, span, r.code, r.message,
-                      seconds=seconds, counterexample=r.counterexample, evidence=r.evidence)
+                      seconds=seconds, counterexample=r.counterexample, evidence=evidence)
 
 
 def _isl_reason(err: Exception) -> str:
@@ -199,13 +201,15 @@ def _at_most_once(kernel: ir.Kernel, writers: Sequence[AccessRelation]) -> _Resu
         "query": "for each pair of writers i <= j: is_empty(W_i . W_j^-1 minus identity "
                  "(i = j) minus same-instance pairs of opposite if-branches)",
     }
+    conflicts: dict[str, str] = {}
+    evidence["conflicts"] = conflicts
     open_pairs = []
     for i, a in enumerate(modelled):
         for b in modelled[i:]:
             over = _conflicts(a, b, under=False)
             if over.is_empty():
                 continue
-            evidence.setdefault("conflicts", {})[f"{a.name},{b.name}"] = str(over)  # type: ignore[index]
+            conflicts[f"{a.name},{b.name}"] = str(over)
             under = _conflicts(a, b, under=True)
             if under.is_empty():
                 open_pairs.append((a, b))

@@ -24,7 +24,9 @@ CheckFn = Callable[[ir.Kernel, CheckOptions], list[Obligation]]
 
 # name -> module path. Order is report order.
 CHECKERS: dict[str, str] = {
+    "layout": "tilesafe.checkers.layout",
     "access": "tilesafe.checkers.access",
+    "tma": "tilesafe.checkers.tma",
 }
 
 

@@ -118,11 +118,13 @@ def phases_nvidia(width_bytes: int) -> tuple[tuple[int, ...], ...]:
 
     Up to 4 bytes per lane the whole warp is one phase (32 banks x 4 B = 128 B per cycle);
     8-byte accesses are split into half-warps and 16-byte accesses into quarter-warps, so
-    each phase again asks for at most 128 B.
+    each phase again asks for at most 128 B. The CUDA programming guide documents only the
+    32-bit case; the half/quarter-warp split is from NVIDIA's GTC material and NVIDIA's own
+    nvFuser bank-conflict analysis (docs/banks.md).
 
-    Unspecified by NVIDIA's public docs: whether phases with identical addresses are ever
-    merged (Volta-era forum posts describe such a merge for some 16-byte patterns). We never
-    merge, which can only over-count, i.e. the model is conservative.
+    Unspecified publicly: whether phases with identical addresses are ever merged (a forum
+    answer from NVIDIA describes a merge for some 16-byte patterns on sm_70/75). We never
+    merge, which can only over-count: the model is conservative.
     """
     _check_width(width_bytes)
     if width_bytes <= WORD_BYTES:

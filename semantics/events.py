@@ -560,12 +560,13 @@ class _Compiler:
 
         symbolic = any(v.startswith("size:")
                        for v in free_vars(s.hi, lets) | free_vars(s.lo, lets))
-        enter = self.emit(Instr("enter", s, ctx, trip=trip,
-                                sync_exprs=(s.lo, s.hi) if symbolic else (), lets=lets))
+        enter = self.emit(Instr("enter", s, ctx, trip=trip, sync_exprs=(s.lo, s.hi),
+                                lets=lets))
         inner = ctx + (LoopCtx(s.var.uid, lo, step, s),)
         body_pc = len(self.code)
         self.block(s.body, inner, lets, role)
-        nxt = self.emit(Instr("next", s, ctx, trip=trip, target=body_pc, lets=lets))
+        nxt = self.emit(Instr("next", s, ctx, trip=trip, target=body_pc, lets=lets,
+                              sync_exprs=(s.lo, s.hi)))
         self.patch(enter, target=nxt + 1)
         if symbolic:
             self.sym_loops.append((enter, nxt, len(ctx), s))

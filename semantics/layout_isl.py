@@ -87,18 +87,24 @@ def _mode_expr(coord: str, shape: Any, stride: Any) -> str:
     return " + ".join(terms) or "0"
 
 
-def cute_map(layout: Layout, *, linear: bool = False) -> isl.Map:
-    """{ [c0..c_{r-1}] -> [o] } for a CuTe layout: one input per top-level mode (or a single
-    linear index when `linear`)."""
+def _cute_parts(layout: Layout, linear: bool) -> tuple[list[str], list[str], str]:
+    """(coordinate names, bound constraints, offset expression) of a CuTe layout."""
     modes = [layout] if linear else list(layout.modes())
     names = coord_names(len(modes))
-    bounds = [f"0 <= {c} < {m.size()}" for c, m in zip(names, modes, strict=False)]
+    bounds = [f"0 <= {c} < {m.size()}" for c, m in zip(names, modes, strict=True)]
     if linear:
         expr = _mode_expr(names[0], (layout.shape,), (layout.stride,))
     else:
         expr = " + ".join(
             _mode_expr(c, m.shape, m.stride) for c, m in zip(names, modes, strict=True)
         )
+    return names, bounds, expr
+
+
+def cute_map(layout: Layout, *, linear: bool = False) -> isl.Map:
+    """{ [c0..c_{r-1}] -> [o] } for a CuTe layout: one input per top-level mode (or a single
+    linear index when `linear`)."""
+    names, bounds, expr = _cute_parts(layout, linear)
     return read_map(f"{{ [{', '.join(names)}] -> [o] : {' and '.join(bounds)} and o = {expr} }}")
 
 
@@ -123,7 +129,12 @@ def swizzle_map(sw: Swizzle, offset: int = 0) -> isl.Map:
 
 
 def composed_map(cl: ComposedLayout, *, linear: bool = False) -> isl.Map:
-    return cute_map(cl.layout, linear=linear).apply_range(swizzle_map(cl.swizzle, cl.offset))
+    """The swizzle expression substituted into the layout's offset expression (one map, no
+    projected intermediate, which keeps ISL's representation small)."""
+    names, bounds, expr = _cute_parts(cl.layout, linear)
+    inner = f"({expr} + {cl.offset})" if cl.offset else f"({expr})"
+    return read_map(f"{{ [{', '.join(names)}] -> [o] : {' and '.join(bounds)} and "
+                    f"o = {swizzle_expr(cl.swizzle, inner)} }}")
 
 
 def linear_layout_text(ll: LinearLayout) -> str:

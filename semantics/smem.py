@@ -80,6 +80,7 @@ def _as_layout_term(term: Any, cls: type) -> Any:
     return cls(term.head, tuple(_as_layout_term(a, cls) for a in term.args))
 
 
+@functools.lru_cache(maxsize=128)
 def realize_offsets(buf: ir.SharedBuffer) -> tuple[tuple[int, ...], int]:
     """Element offset of every logical coordinate (row-major order) and the layout cosize."""
     from tilesafe.semantics import layouts

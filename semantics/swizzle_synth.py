@@ -168,6 +168,7 @@ class SynthResult:
     degree: int | None  # worst per-phase conflict degree achieved by ``swizzle``
     baseline_degree: int  # worst per-phase conflict degree of the unswizzled layout
     reason: str
+    smt2: str = ""  # the decisive query as SMT-LIB (sat for "found", unsat for "none")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -301,8 +302,7 @@ def _v2(n: int) -> int:
 class _Encoding:
     """A z3 solver holding one family's unknowns and the per-phase bank constraints."""
 
-    def __init__(self, width: int, timeout_ms: int) -> None:
-        self.width = width
+    def __init__(self, timeout_ms: int) -> None:
         self.solver = z3.Solver()
         self.solver.set("timeout", timeout_ms)
         self.trackers: dict[str, z3.BoolRef] = {}
@@ -334,6 +334,11 @@ class _Encoding:
 
     def check(self, assumptions: Sequence[z3.BoolRef]) -> z3.CheckSatResult:
         return self.solver.check(*assumptions)
+
+    def smt2(self, assumptions: Sequence[z3.BoolRef]) -> str:
+        """The query as SMT-LIB, so another solver can re-check the verdict."""
+        lits = " ".join(a.sexpr() for a in assumptions)
+        return f"{self.solver.sexpr()}(check-sat-assuming ({lits}))\n"
 
     def core_labels(self) -> list[str]:
         names = {str(v): k for k, v in self.trackers.items()}
@@ -380,7 +385,7 @@ def _cute_candidates(
     addr_bits = max(n - 1, 1).bit_length()
     # Wide enough for every address, for M + B (<= addr_bits + 8) and for the bank window.
     width = max(addr_bits + 5, 9)
-    enc = _Encoding(width, timeout_ms)
+    enc = _Encoding(timeout_ms)
     b, m, s = (z3.BitVec(x, width) for x in ("B", "M", "S"))
     ranges = z3.And(
         z3.UGE(b, 1),
@@ -432,7 +437,7 @@ def _rowxor_candidates(
         k_bits = _v2(tile.row_bytes >> m_log2)
         if k_bits == 0:
             continue
-        enc = _Encoding(width, timeout_ms)
+        enc = _Encoding(timeout_ms)
         cols = [z3.BitVec(f"A{j}_M{m_log2}", k_bits) for j in range(row_bits)]
 
         def bank(
@@ -501,6 +506,7 @@ def synthesize(
         return SynthResult("none", None, None, baseline, why)
 
     lits: dict[int, dict[int, list[z3.BoolRef]]] = {id(c): {} for c in cands}
+    unsat_query = [""]  # SMT-LIB of the most recent unsat query
 
     def attempt(k: int) -> tuple[str, _Candidate | None, list[str]]:
         """sat with some candidate / unsat for all (core of the last) / unknown."""
@@ -516,12 +522,14 @@ def synthesize(
                 unknown = True
             else:
                 core = c.enc.core_labels()
+                unsat_query[0] = c.enc.smt2(c.base + lits[id(c)][k])
         return ("unknown" if unknown else "unsat"), None, core
 
     # Degree 1 is the usual goal and the cheapest query; ask it first, then binary-search the
     # smallest achievable degree in [2, baseline - 1] (sat is monotone in k).
     best: tuple[int, _Candidate] | None = None
     last_core: list[str] = []
+    last_unsat = ""
     saw_unknown = False
     status, cand, core = attempt(1)
     if status == "sat":
@@ -530,7 +538,7 @@ def synthesize(
         lo, hi = 2, 1
     else:
         saw_unknown |= status == "unknown"
-        last_core = core
+        last_core, last_unsat = core, unsat_query[0]
         lo, hi = 2, baseline - 1
     while lo <= hi:
         mid = (lo + hi) // 2
@@ -542,7 +550,7 @@ def synthesize(
         else:
             saw_unknown |= status == "unknown"
             if status == "unsat":
-                last_core = core
+                last_core, last_unsat = core, unsat_query[0]
             lo = mid + 1
     if best is None:
         if saw_unknown:
@@ -555,6 +563,7 @@ def synthesize(
             baseline,
             f"no {family} swizzle lowers the worst conflict degree below {baseline}; "
             f"unsat core: {summary}",
+            last_unsat,
         )
     k, cand = best
     if cand.enc.check(cand.base + lits[id(cand)][k]) != z3.sat:  # re-solve to get its model
@@ -577,6 +586,12 @@ def synthesize(
     note = "" if k == 1 else f" (degree 1 is unsat; best achievable in the family is {k})"
     if saw_unknown and k > 1:
         note = f" (a degree below {k} was neither found nor ruled out: solver timeout)"
+    query = cand.enc.smt2(cand.base + lits[id(cand)][k])
     return SynthResult(
-        "found", swizzle, achieved, baseline, f"{swizzle}: degree {baseline} -> {achieved}{note}"
+        "found",
+        swizzle,
+        achieved,
+        baseline,
+        f"{swizzle}: degree {baseline} -> {achieved}{note}",
+        query,
     )

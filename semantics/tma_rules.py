@@ -50,6 +50,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 DRIVER_API = (
     "CUDA Driver API, 6.30 Tensor Map Object Management, cuTensorMapEncodeTiled, "
     "https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TENSOR__MEMORY.html"
@@ -552,6 +554,22 @@ def tma_box_byte_offset(
         row = row * d + c
     pitch = box_row_pitch(box_dims[-1] * elem_bytes, swizzle)
     addr = smem_base_addr + row * pitch + coord_in_box[-1] * elem_bytes
+    return swizzle_address(addr, swizzle) - smem_base_addr
+
+
+def box_arrangement_array(
+    box_dims: Sequence[int], elem_bytes: int, swizzle: str, smem_base_addr: int = 0
+) -> np.ndarray:
+    """`tma_box_byte_offset` of every box element at once (row-major coordinate order), for
+    checkers that compare whole boxes; the same formula, evaluated on numpy arrays."""
+    if smem_base_addr % SMEM_ALIGNMENT != 0:
+        raise ValueError(f"shared base {smem_base_addr} is not {SMEM_ALIGNMENT}-byte aligned")
+    if not box_dims:
+        return np.zeros(0, dtype=np.int64)
+    flat = np.arange(math.prod(box_dims), dtype=np.int64)
+    row, col = flat // box_dims[-1], flat % box_dims[-1]
+    pitch = box_row_pitch(box_dims[-1] * elem_bytes, swizzle)
+    addr = smem_base_addr + row * pitch + col * elem_bytes
     return swizzle_address(addr, swizzle) - smem_base_addr
 
 

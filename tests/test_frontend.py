@@ -3,6 +3,9 @@ exact line and column it must point at (and the did-you-mean hints)."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from tilesafe.frontend import ir
 from tilesafe.frontend.diagnostics import Diagnostic, DiagnosticError, render
@@ -291,3 +294,25 @@ def test_diagnostic_record_is_json_ready():
     rec = d.to_record()
     assert rec["code"] == "TS027" and rec["line"] == 5 and rec["col"] == 11
     assert rec["hint"] == "did you mean 'max'?"
+
+
+# ---- the language reference's examples ----------------------------------------------------
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "language.md"
+
+
+def doc_examples() -> list[str]:
+    if not DOC.exists():
+        return []
+    blocks = re.findall(r"```tsk\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
+    return [b for b in blocks if b.lstrip().startswith(("kernel", "//"))]
+
+
+@pytest.mark.parametrize("text", doc_examples())
+def test_language_doc_examples_lint_clean(text: str, tsk):
+    assert api.lint(tsk(text)) == []
+
+
+def test_language_doc_has_examples():
+    if DOC.exists():
+        assert len(doc_examples()) >= 3

@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
+import z3
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tilesafe.semantics.banks import wavefronts_amd_lds, wavefronts_nvidia
@@ -21,6 +22,12 @@ from tilesafe.semantics.swizzle_synth import (
     synthesize,
     worst_degree,
 )
+
+
+def _recheck_smt2(query: str) -> str:
+    """Run an exported query in a fresh z3 context (as another solver would)."""
+    ctx = z3.Context()
+    return z3.Z3_eval_smtlib2_string(ctx.ref(), query).strip()
 
 
 def _is_permutation(tile: Tile, swizzle: Swizzle) -> bool:
@@ -139,6 +146,7 @@ def test_synthesis_finds_a_128b_style_swizzle_for_ldmatrix_rows(family: str) -> 
     _check_nvidia_by_hand(tile, pat, res.swizzle, 1)
     if family == "cute":  # fewest bits first: 3 bits are needed for 8 rows
         assert isinstance(res.swizzle, CuteSwizzle) and res.swizzle.bits == 3
+    assert _recheck_smt2(res.smt2) == "sat"
 
 
 SPREAD_ROWS = (0, 1, 4, 5, 16, 17, 20, 21)  # row bits 0, 2, 4 = byte-offset bits 7, 9, 11
@@ -174,6 +182,7 @@ def test_no_cute_swizzle_when_the_tile_size_forbids_it() -> None:
     assert "unsat core" in res.reason and "bijection on the 132-byte tile" in res.reason
     assert "two_words[it=0] phase 0" in res.reason
     assert _cute_brute_force_min(tile, [pat]) == 2
+    assert _recheck_smt2(res.smt2) == "unsat"
 
 
 def test_exact_bijection_admits_swizzles_on_ragged_tiles() -> None:

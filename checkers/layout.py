@@ -1,0 +1,147 @@
+"""Shared-buffer layouts: realisable, injective (no two logical elements share a slot),
+non-negative, and the block's shared memory within the per-block limit.
+
+Injectivity and bounds are decided with ISL on the layout's relation (swizzles and F2
+layouts are lowered by bit decomposition), so the proof covers every coordinate at once.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from tilesafe.checkers.obligation import Obligation, Verdict
+from tilesafe.checkers.registry import CheckOptions
+from tilesafe.frontend import ir
+from tilesafe.semantics import layout_isl as LI
+from tilesafe.semantics import layouts
+from tilesafe.semantics.smem import plan_shared, realize_offsets
+
+CHECKER = "layout"
+# Largest dynamic shared memory one Hopper block may opt into (227 KiB): CUDA C++
+# Programming Guide, compute capability 9.0 technical specifications.
+MAX_SMEM_PER_BLOCK = 232_448
+OPS_PER_MS = 1000
+# Wide XOR swizzles make ISL's bit decomposition slow (a 5-bit swizzle took 22 s); buffers
+# are finite, so past this budget the checker enumerates every coordinate instead, which
+# decides the same property completely.
+ISL_OPS_BEFORE_FALLBACK = 40_000
+
+
+def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:
+    out: list[Obligation] = []
+    realised = True
+    for buf in kernel.shared:
+        start = time.perf_counter()
+        try:
+            real = layouts.realize(_term(buf.layout), buf.shape, buf.dtype.nbytes)
+        except (layouts.LayoutError, ValueError) as err:
+            realised = False
+            out.append(Obligation(CHECKER, f"{kernel.name}: layout of {buf.name} realisable",
+                                  Verdict.REFUTED, "construction", buf.span, "TS100", str(err),
+                                  seconds=time.perf_counter() - start))
+            continue
+        m = real.to_isl()
+        setup = time.perf_counter() - start
+        max_ops = min(ISL_OPS_BEFORE_FALLBACK, max(1000, options.timeout_ms * OPS_PER_MS))
+        inj = LI.injective(m, max_ops=max_ops)
+        if inj.unknown:
+            inj = _exhaustive_injective(buf, inj.reason, inj.seconds)
+        out.append(_obligation(kernel, buf, "injective (no aliasing)", inj, "TS101", setup,
+                               _alias_message(buf, inj.witness)))
+        low = LI.in_bounds(m, lo=0, hi=None, max_ops=max_ops)
+        if low.unknown:
+            low = _exhaustive_nonnegative(buf, low.reason, low.seconds)
+        out.append(_obligation(kernel, buf, "offsets non-negative", low, "TS102", setup,
+                               _below_message(buf, low.witness)))
+    if realised and kernel.shared:
+        out.append(_capacity(kernel))
+    return out
+
+
+def _exhaustive_injective(buf: ir.SharedBuffer, isl_reason: str, isl_seconds: float
+                          ) -> LI.Result:
+    start = time.perf_counter() - isl_seconds
+    offsets = np.asarray(realize_offsets(buf)[0], dtype=np.int64)
+    order = np.argsort(offsets, kind="stable")
+    same = np.nonzero(offsets[order][1:] == offsets[order][:-1])[0]
+    evidence = {"isl": f"gave up ({isl_reason}); enumerated {offsets.size} coordinates"}
+    seconds = time.perf_counter() - start
+    if same.size == 0:
+        return LI.Result("injective", LI.PROVED, None, evidence, seconds=seconds)
+    a, b = int(order[same[0]]), int(order[same[0] + 1])
+    witness = {"coord_a": _unflat(a, buf.shape), "coord_b": _unflat(b, buf.shape),
+               "offset": int(offsets[a])}
+    return LI.Result("injective", LI.REFUTED, witness, evidence, seconds=seconds)
+
+
+def _exhaustive_nonnegative(buf: ir.SharedBuffer, isl_reason: str, isl_seconds: float
+                            ) -> LI.Result:
+    start = time.perf_counter() - isl_seconds
+    offsets = np.asarray(realize_offsets(buf)[0], dtype=np.int64)
+    evidence = {"isl": f"gave up ({isl_reason}); enumerated {offsets.size} coordinates"}
+    seconds = time.perf_counter() - start
+    negative = np.nonzero(offsets < 0)[0]
+    if negative.size == 0:
+        return LI.Result("in_bounds", LI.PROVED, None, evidence, seconds=seconds)
+    k = int(negative[0])
+    witness = {"coord": _unflat(k, buf.shape), "offset": int(offsets[k])}
+    return LI.Result("in_bounds", LI.REFUTED, witness, evidence, seconds=seconds)
+
+
+def _unflat(k: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(int(x) for x in np.unravel_index(k, shape))
+
+
+def _term(term: ir.LayoutTerm) -> object:
+    """ir.LayoutTerm and the facade's term are the same shape; convert if they differ."""
+    if isinstance(term, layouts.LayoutTerm):
+        return term
+    return layouts.LayoutTerm(term.head, tuple(
+        _term(a) if isinstance(a, ir.LayoutTerm) else a for a in term.args))
+
+
+def _obligation(kernel: ir.Kernel, buf: ir.SharedBuffer, what: str, result: LI.Result,
+                code: str, setup: float, message: str) -> Obligation:
+    verdict = {LI.PROVED: Verdict.PROVED, LI.REFUTED: Verdict.REFUTED}.get(
+        result.verdict, Verdict.UNKNOWN)
+    if verdict is Verdict.UNKNOWN:
+        code, message = "TS190", f"ISL could not decide: {result.reason}"
+    evidence = {**dict(result.evidence), "layout": str(buf.layout),
+                "setup_seconds": round(setup, 4)}
+    method = "exhaustive" if "isl" in result.evidence else "isl"
+    return Obligation(
+        CHECKER, f"{kernel.name}: layout {buf.layout} of {buf.name} {what}", verdict, method,
+        buf.span, None if verdict is Verdict.PROVED else code,
+        "" if verdict is Verdict.PROVED else message, seconds=result.seconds,
+        counterexample=dict(result.witness) if result.witness else None, evidence=evidence)
+
+
+def _alias_message(buf: ir.SharedBuffer, w: object) -> str:
+    if not w:
+        return "two logical elements share one offset"
+    return (f"{buf.name}{list(w['coord_a'])} and {buf.name}{list(w['coord_b'])} both map to "
+            f"element offset {w['offset']}: writes to one clobber the other")
+
+
+def _below_message(buf: ir.SharedBuffer, w: object) -> str:
+    if not w:
+        return "an element maps below the buffer's base"
+    return (f"{buf.name}{list(w['coord'])} maps to element offset {w['offset']}, below the "
+            f"buffer's base")
+
+
+def _capacity(kernel: ir.Kernel) -> Obligation:
+    start = time.perf_counter()
+    plan = plan_shared(kernel.shared)
+    used = max(p.base + p.nbytes for p in plan.placements.values()) - min(
+        p.base for p in plan.placements.values())
+    name = f"{kernel.name}: shared memory {used} bytes within {MAX_SMEM_PER_BLOCK}"
+    evidence = {b: {"base": p.base, "bytes": p.nbytes} for b, p in plan.placements.items()}
+    if used <= MAX_SMEM_PER_BLOCK:
+        return Obligation(CHECKER, name, Verdict.PROVED, "arithmetic", kernel.span,
+                          seconds=time.perf_counter() - start, evidence=evidence)
+    return Obligation(CHECKER, name, Verdict.REFUTED, "arithmetic", kernel.span, "TS103",
+                      f"the buffers need {used} bytes of shared memory; a Hopper block may "
+                      f"use at most {MAX_SMEM_PER_BLOCK}", seconds=time.perf_counter() - start,
+                      counterexample={"bytes": used}, evidence=evidence)

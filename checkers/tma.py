@@ -1,0 +1,299 @@
+"""TMA descriptors: admissible for every size `where` allows, and writing shared memory in
+exactly the arrangement the buffer's layout declares.
+
+Three kinds of obligation per tensormap:
+1. static rules of `cuTensorMapEncodeTiled` that do not depend on sizes (rank, box, inner
+   row bytes, swizzle span, dtype) — decided on the spec;
+2. operand rules on global dims and strides (`1 <= dim <= 2^32`, stride a multiple of 16
+   and below 2^40) — proved with ISL for all sizes, a sample of the violating set otherwise;
+3. per copy statement: the shared destination is 128-byte aligned, and for every stage the
+   slice can name and every placement of the buffer its `align` allows, each box element
+   lands where the layout says — decided exhaustively (the box is finite); on a mismatch
+   the swizzle mode that would fit is synthesised, or the reason none does is given.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Callable, Iterator
+
+import islpy as isl
+import numpy as np
+from tilesafe.checkers.obligation import Obligation, Verdict
+from tilesafe.checkers.registry import CheckOptions
+from tilesafe.frontend import ir
+from tilesafe.semantics import tma_rules as tr
+from tilesafe.semantics.access import params_env, point_values, where_params
+from tilesafe.semantics.affine import NotAffine, constant, eval_sizes, term
+from tilesafe.semantics.smem import realize_offsets
+
+CHECKER = "tma"
+OPERAND_CODES = ("TS505", "TS506", "TS511")
+ISL_LIMIT = "TS590"
+OPS_PER_MS = 1000
+
+
+def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:
+    out: list[Obligation] = []
+    for tmap in kernel.tensormaps:
+        spec = _spec(kernel, tmap)
+        out.append(_timed(lambda t=tmap, s=spec: _static(kernel, t, s)))
+        out.extend(_operand_obligations(kernel, tmap, spec, options))
+    for stmt in _copies(kernel.body):
+        out.extend(_copy_obligations(kernel, stmt))
+    return out
+
+
+def _timed(fn: Callable[[], Obligation]) -> Obligation:
+    start = time.perf_counter()
+    ob = fn()
+    return Obligation(**{**ob.__dict__, "seconds": time.perf_counter() - start})
+
+
+def _spec(kernel: ir.Kernel, tmap: ir.TensorMap) -> tr.TensorMapSpec:
+    """The descriptor with the box as a stand-in shape: only size-free rules read it."""
+    tensor = kernel.tensor(tmap.tensor)
+    return tr.TensorMapSpec.from_row_major(
+        tensor.dtype.value, list(tmap.box), list(tmap.box), swizzle=tmap.swizzle,
+        oob_fill=tmap.oob_fill)
+
+
+# ---- 1. size-free rules -------------------------------------------------------------------
+
+
+def _static(kernel: ir.Kernel, tmap: ir.TensorMap, spec: tr.TensorMapSpec) -> Obligation:
+    name = f"{kernel.name}: tensormap {tmap.name} descriptor rules (box, dtype, swizzle span)"
+    found = [v for v in tr.static_violations(spec) if v.code not in OPERAND_CODES]
+    evidence = {"spec": repr(spec), "rules": sorted(tr.RULES)}
+    if not found:
+        return Obligation(CHECKER, name, Verdict.PROVED, "rules", tmap.span, evidence=evidence)
+    first = found[0]
+    return Obligation(
+        CHECKER, name, Verdict.REFUTED, "rules", tmap.span, first.code,
+        "; ".join(f"{v.message} [{v.citation}]" for v in found),
+        counterexample={"violations": [v.code for v in found]}, evidence=evidence)
+
+
+# ---- 2. operand rules over all sizes ------------------------------------------------------
+
+
+def _operand_obligations(kernel: ir.Kernel, tmap: ir.TensorMap, spec: tr.TensorMapSpec,
+                         options: CheckOptions) -> Iterator[Obligation]:
+    tensor = kernel.tensor(tmap.tensor)
+    ctx = isl.Context()
+    ctx.set_max_operations(max(1000, options.timeout_ms * OPS_PER_MS))
+    for rule in tr.operand_rules(spec):
+        if rule.field == "global_address":
+            continue  # base pointers come from cudaMalloc: 256-byte aligned (documented)
+        label = _operand_label(tensor, rule)
+        name = f"{kernel.name}: tensormap {tmap.name} {label} admissible for all sizes"
+        start = time.perf_counter()
+        ctx.reset_operations()
+        try:
+            verdict, code, message, cex, evidence = _prove_operand(kernel, ctx, tensor, rule)
+        except (isl.Error, NotAffine) as err:
+            verdict, code, cex, evidence = Verdict.UNKNOWN, ISL_LIMIT, None, {}
+            message = f"could not decide {label}: {str(err).splitlines()[0] if str(err) else err}"
+        yield Obligation(CHECKER, name, verdict, "isl", tmap.span, code, message,
+                         seconds=time.perf_counter() - start, counterexample=cex,
+                         evidence=evidence)
+
+
+def _operand_label(tensor: ir.GlobalTensor, rule: tr.OperandRule) -> str:
+    rank = len(tensor.shape)
+    if rule.field == "global_dim":
+        return f"extent of dim {rank - 1 - rule.index} of {tensor.name}"
+    return f"byte stride of dim {rank - 2 - rule.index} of {tensor.name}"
+
+
+def _operand_term(kernel: ir.Kernel, env, tensor: ir.GlobalTensor,
+                  rule: tr.OperandRule) -> isl.PwAff:
+    """The operand as an affine function of the sizes (a stride is a product of extents:
+    affine only while at most one of them is symbolic)."""
+    rank = len(tensor.shape)
+    if rule.field == "global_dim":
+        return term(tensor.shape[rank - 1 - rule.index], env)
+    dim = rank - 2 - rule.index  # stride of this row-major dim = product of inner extents
+    inner = tensor.shape[dim + 1:]
+    scale = tensor.dtype.nbytes
+    symbolic = []
+    for extent in inner:
+        if isinstance(extent, ir.IntConst):
+            scale *= extent.value
+        else:
+            symbolic.append(extent)
+    if len(symbolic) > 1:
+        raise NotAffine("the stride multiplies two symbolic extents", symbolic[1])
+    value = constant(env, scale)
+    return value.mul(term(symbolic[0], env)) if symbolic else value
+
+
+def _prove_operand(kernel: ir.Kernel, ctx: isl.Context, tensor: ir.GlobalTensor,
+                   rule: tr.OperandRule):
+    env = params_env(kernel, ctx)
+    where = where_params(kernel, ctx)
+    value = _operand_term(kernel, env, tensor, rule)
+    pieces = []
+    if rule.minimum is not None:
+        pieces.append(value.lt_set(constant(env, rule.minimum)))
+    if rule.maximum is not None:
+        pieces.append(value.gt_set(constant(env, rule.maximum)))
+    if rule.multiple_of > 1:
+        m = isl.Val.int_from_si(ctx, rule.multiple_of)
+        pieces.append(value.mod_val(m).ne_set(constant(env, 0)))
+    bad = pieces[0]
+    for p in pieces[1:]:
+        bad = bad.union(p)
+    violating = bad.params().intersect(where.over)
+    evidence = {"operand": str(value), "violations": str(violating),
+                "where": str(where.over), "citation": rule.citation}
+    if violating.is_empty():
+        note = "" if where.exact else " (where-clause atoms dropped: " + \
+            "; ".join(where.dropped) + ")"
+        return Verdict.PROVED, None, f"{rule.describe()}{note}", None, evidence
+    sizes, _ = point_values(violating.sample_point())
+    actual = _concrete_operand(tensor, rule, sizes)
+    message = (f"{rule.describe()}, but at {_sizes(sizes)} it is {actual}; add a 'where' "
+               f"constraint that rules this out")
+    return Verdict.REFUTED, rule.code, message, {"sizes": sizes, "value": actual}, evidence
+
+
+def _concrete_operand(tensor: ir.GlobalTensor, rule: tr.OperandRule,
+                      sizes: dict[str, int]) -> int:
+    """The operand at concrete sizes, straight from the IR (for the message)."""
+    rank = len(tensor.shape)
+    if rule.field == "global_dim":
+        return eval_sizes(tensor.shape[rank - 1 - rule.index], sizes)
+    dim = rank - 2 - rule.index
+    return tensor.dtype.nbytes * math.prod(eval_sizes(e, sizes) for e in tensor.shape[dim + 1:])
+
+
+def _sizes(sizes: dict[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sizes.items()) or "every size"
+
+
+# ---- 3. copy statements: destination and arrangement --------------------------------------
+
+
+def _copies(stmts: tuple[ir.Stmt, ...]) -> Iterator[ir.TmaLoad | ir.TmaStore]:
+    for s in stmts:
+        if isinstance(s, (ir.TmaLoad, ir.TmaStore)):
+            yield s
+        elif isinstance(s, ir.For):
+            yield from _copies(s.body)
+        elif isinstance(s, ir.If):
+            yield from _copies(s.then)
+            yield from _copies(s.orelse)
+        elif isinstance(s, ir.Role):
+            yield from _copies(s.body)
+
+
+def _copy_obligations(kernel: ir.Kernel, stmt: ir.TmaLoad | ir.TmaStore) -> list[Obligation]:
+    sl = stmt.dst if isinstance(stmt, ir.TmaLoad) else stmt.src
+    tmap = kernel.tensormap(stmt.tensormap)
+    buf = kernel.buffer(sl.buffer)
+    verb = "tma_load into" if isinstance(stmt, ir.TmaLoad) else "tma_store from"
+    where = f"{stmt.span.line}:{stmt.span.col}"
+    setup_start = time.perf_counter()
+    offsets, _ = realize_offsets(buf)  # cached per buffer; reported as setup, not per check
+    setup = time.perf_counter() - setup_start
+    start = time.perf_counter()
+    strides = [math.prod(buf.shape[i + 1:]) for i in range(len(buf.shape))]
+    prefix_len = len(sl.prefix)
+    stages = list(itertools.product(*(range(d) for d in buf.shape[:prefix_len])))
+    box = tmap.box
+    eb = buf.dtype.nbytes
+    period = tr.swizzle_period(tmap.swizzle)
+    bases = range(0, max(period, buf.align), buf.align) if buf.align < period else [0]
+
+    def layout_byte(stage: tuple[int, ...], coord: tuple[int, ...]) -> int:
+        k = sum(c * s for c, s in zip(stage + coord, strides, strict=True))
+        return offsets[k] * eb
+
+    # (a) destination alignment
+    align_name = f"{kernel.name}: {verb} {buf.name} at {where}: shared address 128-byte aligned"
+    misaligned = None
+    if buf.align % tr.smem_alignment(tmap.swizzle):
+        misaligned = {"buffer_align": buf.align}
+    else:
+        for st in stages:
+            rel = layout_byte(st, (0,) * len(box))
+            if rel % tr.smem_alignment(tmap.swizzle):
+                misaligned = {"stage": st, "offset_bytes": rel}
+                break
+    seconds = time.perf_counter() - start
+    if misaligned is None:
+        align_ob = Obligation(CHECKER, align_name, Verdict.PROVED, "exhaustive", stmt.span,
+                              seconds=seconds, evidence={"stages": len(stages),
+                                                         "setup_seconds": round(setup, 4)})
+    else:
+        align_ob = Obligation(
+            CHECKER, align_name, Verdict.REFUTED, "exhaustive", stmt.span, "TS510",
+            f"the copy's shared address must be {tr.smem_alignment(tmap.swizzle)}-byte "
+            f"aligned; {_show(misaligned)}", seconds=seconds, counterexample=misaligned)
+
+    # (b) arrangement == declared layout, for every stage and every allowed placement
+    start = time.perf_counter()
+    name = (f"{kernel.name}: {verb} {buf.name} at {where}: swizzle {tmap.swizzle} arrangement "
+            f"equals layout {buf.layout}")
+    mismatch = None
+    if misaligned is None:
+        flat_offsets = np.asarray(offsets, dtype=np.int64) * eb
+        box_size = math.prod(box)
+        for base, st in itertools.product(bases, stages):
+            first = sum(c * s for c, s in zip(st, strides, strict=False))
+            want = flat_offsets[first:first + box_size]
+            want = want - want[0] if box_size else want
+            got = tr.box_arrangement_array(box, eb, tmap.swizzle, base + int(flat_offsets[first]))
+            diff = np.nonzero(want != got)[0]
+            if diff.size:
+                k = int(diff[0])
+                coord = tuple(int(x) for x in np.unravel_index(k, box))
+                mismatch = {"buffer_base_mod_period": base, "stage": st, "coord": coord,
+                            "layout_byte": int(want[k]), "tma_byte": int(got[k])}
+                break
+    seconds = time.perf_counter() - start
+    evidence = {"placements": list(bases), "stages": len(stages), "box": list(box),
+                "setup_seconds": round(setup, 4),
+                "elements_compared": len(stages) * len(bases) * math.prod(box)}
+    if misaligned is not None:
+        arr_ob = Obligation(CHECKER, name, Verdict.UNKNOWN, "exhaustive", stmt.span, "TS510",
+                            "not checked: the destination is misaligned", seconds=seconds)
+    elif mismatch is None:
+        arr_ob = Obligation(CHECKER, name, Verdict.PROVED, "exhaustive", stmt.span,
+                            seconds=seconds, evidence=evidence)
+    else:
+        if mismatch["buffer_base_mod_period"]:
+            hint = (f"declare the buffer 'align {period}' so the swizzle pattern starts on its "
+                    f"boundary")
+        else:
+            hint = _synthesis_hint(layout_byte, mismatch, box, eb)
+        placement = ""
+        if len(bases) > 1:
+            placement = (f" when the buffer starts {mismatch['buffer_base_mod_period']} bytes "
+                         f"past a {period}-byte boundary (its align {buf.align} allows that)")
+        arr_ob = Obligation(
+            CHECKER, name, Verdict.REFUTED, "exhaustive", stmt.span, "TS520",
+            f"element {mismatch['coord']} of stage {mismatch['stage']} is at byte "
+            f"{mismatch['layout_byte']} in the layout but the copy puts it at byte "
+            f"{mismatch['tma_byte']}{placement}; {hint}",
+            seconds=seconds, counterexample=mismatch, evidence=evidence)
+    return [align_ob, arr_ob]
+
+
+def _synthesis_hint(layout_byte, mismatch: dict, box: tuple[int, ...], eb: int) -> str:
+    stage = mismatch["stage"]
+    slice_base = layout_byte(stage, (0,) * len(box))
+    base = mismatch["buffer_base_mod_period"] + slice_base
+    result = tr.synthesize(lambda c: layout_byte(stage, c) - slice_base, box, eb,
+                           smem_base_addr=base, offset_unit="bytes")
+    if isinstance(result, tr.SwizzleChoice):
+        return f"a tensormap with 'swizzle {result.swizzle}' writes exactly this layout"
+    return "no swizzle mode writes this layout: " + "; ".join(result.reasons)
+
+
+def _show(d: dict) -> str:
+    return ", ".join(f"{k} {v}" for k, v in d.items())
+

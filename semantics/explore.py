@@ -1,0 +1,1275 @@
+"""Explicit-state exploration of the event model (semantics/events.py) for concrete sizes.
+
+Why: the barrier protocol and the ownership discipline are properties of every interleaving
+of the agents and the copy engine. A state is hashable, so reachable states are enumerated
+breadth-first (shortest counterexamples first) with a partial-order reduction that skips
+interleavings of independent steps.
+
+State (a tuple, hashed as a whole):
+  agents   per class: (pc, loop counters); pc always points at a visible instruction
+  bars     per barrier instance: (MbarrierState, initialising class or -1, fenced, phases
+           completed capped at 3)
+  obs      per (class, instance): phases completed that the class has not yet observed
+           with a wait (0, 1, 2 = two or more), or -1 before its first wait
+  copies   sorted in-flight copies: ("L", instance, bytes, issued-in-current-phase, atoms)
+           and ("S", class, group age, atoms, fraction) (age 0 = open bulk group)
+  perms    ownership only, per atom of shared memory: (holders with their fractions,
+           unfenced generic writers, classes that released the atom by an arrive)
+
+Permission holders: ("A", class), ("F",) free (claimable: after init and after `sync`),
+("P", instance) deposited into a barrier's current phase, ("E", instance, class) released
+by a completed phase and earmarked for a waiting class, ("G", class, age) given back by a
+finished TMA store and reclaimed at `wait_group`. In-flight copies carry theirs.
+
+Partial-order reduction: persistent sets computed from conflicting "future objects" (the
+barriers, buffers, bulk-group state and `sync` an agent may still touch); the state graph is
+acyclic (every step moves a program counter forward or retires a copy), so persistent sets
+without a cycle proviso preserve every reachable deadlock and every reachable error step.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from tilesafe.frontend import ir
+from tilesafe.frontend.span import Span
+from tilesafe.semantics import mbarrier as mb
+from tilesafe.semantics.events import (
+    Agent,
+    Instr,
+    Model,
+    TraceStep,
+    Unsupported,
+    footprint,
+    slice_mask,
+)
+
+END = "end"
+ONE = Fraction(1)
+FREE = ("F",)
+# mbarrier model codes (semantics/mbarrier.py) -> barrier-checker codes.
+MODEL_CODES = {"TS410": "TS401", "TS414": "TS402", "TS412": "TS403", "TS411": "TS403",
+               "TS413": "TS404", "TS415": "TS408", "TS416": "TS407"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A violation reached by some run: the code, what happened, and the run itself."""
+
+    code: str
+    message: str
+    span: Span | None
+    path: tuple  # moves from the root state
+    root: tuple  # the state the path starts from
+    soft: bool  # the run goes on after it (a protocol slip, not undefined behaviour)
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Stats:
+    states: int = 0
+    transitions: int = 0
+    complete: bool = True
+    reason: str = ""
+    deadlocks: int = 0
+    finals: int = 0
+
+
+class _Error(Exception):
+    def __init__(self, code: str, message: str, span: Span | None, soft: bool = False,
+                 **detail: Any) -> None:
+        super().__init__(message)
+        self.code, self.message, self.span, self.soft, self.detail = (code, message, span,
+                                                                       soft, detail)
+
+
+class Machine:
+    """The transition system of one block for concrete sizes (and trip counts)."""
+
+    def __init__(self, model: Model, sizes: Mapping[str, int], period: int | None = None,
+                 enum_cap: int = 4096) -> None:
+        self.model = model
+        self.k = model.kernel
+        self.sizes = dict(sizes)
+        self.ownership = model.ownership
+        self.agents: tuple[Agent, ...] = model.agents
+        self.n = len(self.agents)
+        self.ninst = len(model.instances)
+        self.period = period
+        self.enum_cap = enum_cap
+        self.base = {**self.sizes, "block.x": 0, "block.y": 0, "block.z": 0}
+        self._ev: dict[tuple, Any] = {}
+        self._settle: dict[tuple, tuple[int, tuple[int, ...]]] = {}
+        self.bar_len = {b.name: b.instances for b in self.k.barriers}
+        self.bar_count = {b.name: b.count for b in self.k.barriers}
+        self.step_errors: list = []
+        self.atoms: dict[str, list[int]] = {}
+        self.atom_buf: list[str] = []
+        self.atom_mask: list[int] = []
+        self.waiters: list[tuple[int, ...]] = [() for _ in range(self.ninst)]
+        self.guard_atoms: list[tuple[int, ...]] = [() for _ in range(self.ninst)]
+        self.read_share = Fraction(1, self.n + 1)
+        self.fut: list[tuple[frozenset, ...]] = []
+        self._prepass()
+        self._futures()
+
+    # ---- environments and evaluation -------------------------------------------------------
+
+    def env(self, a: int, ins: Instr, ctrs: tuple[int, ...]) -> dict[str, Any]:
+        env = dict(self.base)
+        env["thread"] = self.agents[a].cls.threads[0]
+        for lc, i in zip(ins.ctx, ctrs, strict=False):
+            env[f"L{lc.uid}"] = lc.lo(env) + lc.step * i
+        return env
+
+    def settle(self, a: int, pc: int, ctrs: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
+        """Run control instructions until a visible one (loops, branches, jumps)."""
+        key = (a, pc, ctrs)
+        hit = self._settle.get(key)
+        if hit is not None:
+            return hit
+        code = self.agents[a].code
+        p, c = pc, ctrs
+        while True:
+            ins = code[p]
+            if ins.op == "enter":
+                if ins.trip(self.env(a, ins, c)) > 0:
+                    c = c + (0,)
+                    p += 1
+                else:
+                    p = ins.target
+            elif ins.op == "next":
+                i = c[-1] + 1
+                if i < ins.trip(self.env(a, ins, c[:-1])):
+                    c = c[:-1] + (i,)
+                    p = ins.target
+                else:
+                    c = c[:-1]
+                    p += 1
+            elif ins.op == "branch":
+                p = p + 1 if bool(ins.cond(self.env(a, ins, c))) else ins.target
+            elif ins.op == "jump":
+                p = ins.target
+            else:
+                break
+        self._settle[key] = (p, c)
+        return p, c
+
+    def inst_of(self, ins: Instr, env: Mapping[str, Any]) -> int:
+        if ins.idx is None:
+            return self.model.inst_id(ins.bar, 0)
+        i = int(ins.idx(env))
+        if not 0 <= i < self.bar_len[ins.bar]:
+            raise _Error("TS409", f"barrier index {ins.bar}[{i}] is outside "
+                         f"0..{self.bar_len[ins.bar] - 1}", ins.stmt.span)
+        return self.model.inst_id(ins.bar, i)
+
+    def event(self, a: int, pc: int, ctrs: tuple[int, ...]) -> tuple:
+        """The evaluated operands of an instruction (cached): ('err', _Error) on failure."""
+        key = (a, pc, ctrs)
+        hit = self._ev.get(key)
+        if hit is not None:
+            return hit
+        ins = self.agents[a].code[pc]
+        env = self.env(a, ins, ctrs)
+        try:
+            ev = self._evaluate(a, ins, env)
+        except _Error as err:
+            ev = ("err", err)
+        self._ev[key] = ev
+        return ev
+
+    def _evaluate(self, a: int, ins: Instr, env: Mapping[str, Any]) -> tuple:
+        op = ins.op
+        if op == "init":
+            if ins.idx is None:
+                insts = tuple(self.model.inst_id(ins.bar, i) for i in range(self.bar_len[ins.bar]))
+            else:
+                insts = (self.inst_of(ins, env),)
+            return ("ok", insts)
+        if op == "wait":
+            return ("ok", self.inst_of(ins, env), int(ins.parity(env)))
+        if op in ("arrive", "expect_tx"):
+            tx = int(ins.tx(env)) if ins.tx is not None else None
+            return ("ok", self.inst_of(ins, env), tx)
+        if op in ("tma_load", "tma_store"):
+            inst = self.inst_of(ins, env) if op == "tma_load" else -1
+            prefix = tuple(int(f(env)) for f in ins.prefix)
+            buf = self.k.buffer(ins.buffer)
+            mask = slice_mask(buf, prefix)
+            if mask == 0:
+                raise _Error("TS409", f"TMA slice {ins.buffer}{list(prefix)} is outside the "
+                             "buffer", ins.stmt.span)
+            return ("ok", inst, self.atoms_of(ins.buffer, mask) if self.ownership else ())
+        if op == "access":
+            fp = footprint(ins.access, env, self.agents[a].cls.threads, self.k)
+            reads, writes, exact = [], [], True
+            for buf, (r, w, ex) in fp.items():
+                reads.extend(self.atoms_of(buf, r))
+                writes.extend(self.atoms_of(buf, w))
+                exact = exact and ex
+            return ("ok", tuple(sorted(set(reads) - set(writes))), tuple(sorted(writes)), exact)
+        return ("ok",)
+
+    # ---- atoms and waiters (ownership) -----------------------------------------------------
+
+    def atoms_of(self, buf: str, mask: int) -> tuple[int, ...]:
+        if mask == 0:
+            return ()
+        return tuple(i for i in self.atoms.get(buf, ()) if self.atom_mask[i] & mask)
+
+    def _envs(self, a: int, ins: Instr) -> Iterator[tuple[int, ...]]:
+        """Loop counters the instruction can run under (param loops up to one period)."""
+        def rec(d: int, ctrs: tuple[int, ...]) -> Iterator[tuple[int, ...]]:
+            if d == len(ins.ctx):
+                yield ctrs
+                return
+            lc = ins.ctx[d]
+            env = dict(self.base)
+            env["thread"] = self.agents[a].cls.threads[0]
+            for lc2, i in zip(ins.ctx[:d], ctrs, strict=False):
+                env[f"L{lc2.uid}"] = lc2.lo(env) + lc2.step * i
+            trip = self._trip_of(a, lc.stmt, env)
+            if self.period is not None and trip > self.period and self._is_param(a, lc.stmt):
+                trip = self.period
+            for i in range(min(trip, self.enum_cap)):
+                yield from rec(d + 1, ctrs + (i,))
+        yield from rec(0, ())
+
+    def _is_param(self, a: int, stmt: ir.For) -> bool:
+        p = self.agents[a].param_loop
+        return p is not None and p[3] is stmt
+
+    def _trip_of(self, a: int, stmt: ir.For, env: Mapping[str, Any]) -> int:
+        for ins in self.agents[a].code:
+            if ins.op == "enter" and ins.stmt is stmt:
+                return int(ins.trip(env))
+        return 0
+
+    def _prepass(self) -> None:
+        """Enumerate every evaluation of the instructions once: regions that refine the
+        buffers into atoms, and which classes wait on which barrier instance."""
+        regions: dict[str, set[int]] = {b.name: set() for b in self.k.shared}
+        waiters: list[set[int]] = [set() for _ in range(self.ninst)]
+        for b in self.k.barriers:
+            if b.guards is None:
+                continue
+            buf = self.k.buffer(b.guards.buffer)
+            for i in range(b.instances):
+                if b.guards.indexed and i < buf.shape[0]:
+                    regions[buf.name].add(slice_mask(buf, (i,)))
+        for a, ag in enumerate(self.agents):
+            for ins in ag.code:
+                if ins.op not in ("wait", "tma_load", "tma_store", "access"):
+                    continue
+                for ctrs in self._envs(a, ins):
+                    env = self.env(a, ins, ctrs)
+                    try:
+                        if ins.op == "wait":
+                            waiters[self.inst_of(ins, env)].add(a)
+                        elif not self.ownership:
+                            continue
+                        elif ins.op == "access":
+                            fp = footprint(ins.access, env, ag.cls.threads, self.k)
+                            for buf, (r, w, _) in fp.items():
+                                regions[buf].update(m for m in (r, w) if m)
+                        else:
+                            prefix = tuple(int(f(env)) for f in ins.prefix)
+                            m = slice_mask(self.k.buffer(ins.buffer), prefix)
+                            if m:
+                                regions[ins.buffer].add(m)
+                    except _Error:
+                        continue
+        self.waiters = [tuple(sorted(w)) for w in waiters]
+        if not self.ownership:
+            return
+        for buf in self.k.shared:
+            full = (1 << buf.size) - 1
+            atoms = [full]
+            for r in sorted(regions[buf.name]):
+                nxt = []
+                for at in atoms:
+                    x, y = at & r, at & ~r
+                    nxt.extend(v for v in (x, y) if v)
+                atoms = nxt
+            ids = []
+            for at in atoms:
+                ids.append(len(self.atom_mask))
+                self.atom_mask.append(at)
+                self.atom_buf.append(buf.name)
+            self.atoms[buf.name] = ids
+        for b in self.k.barriers:
+            if b.guards is None:
+                continue
+            buf = self.k.buffer(b.guards.buffer)
+            for i in range(b.instances):
+                mask = slice_mask(buf, (i,)) if b.guards.indexed else (1 << buf.size) - 1
+                self.guard_atoms[self.model.inst_id(b.name, i)] = self.atoms_of(buf.name, mask)
+
+    def _futures(self) -> None:
+        """Instance-level objects each agent may touch from each pc on, up to its next
+        `sync`: the union of what every evaluation of each instruction touches, propagated
+        backwards over the CFG."""
+        for a, ag in enumerate(self.agents):
+            code = ag.code
+            writes: set = set()
+            stores: set = set()
+            inits: set = set()
+            own: list[set] = []
+            for ins in code:
+                objs: set = set()
+                if ins.op in ("wait", "arrive", "expect_tx", "tma_load", "tma_store", "access",
+                              "init"):
+                    for ctrs in self._envs(a, ins):
+                        ev = self._evaluate_safe(a, ins, self.env(a, ins, ctrs))
+                        if ev is None:
+                            continue
+                        objs.update(self._objects(a, ins, ev))
+                        if ins.op == "access":
+                            writes.update(("m", self.atom_buf[x], x) for x in ev[2])
+                        elif ins.op == "tma_store":
+                            stores.update(("m", self.atom_buf[x], x) for x in ev[2])
+                        elif ins.op == "init":
+                            inits.update(("b", ins.bar, i) for i in ev[1])
+                if ins.op == "sync":
+                    objs.add(("s",))
+                if ins.op in ("tma_store", "commit", "wait_group"):
+                    objs.add(("g", a))
+                if ins.op == "arrive" and ins.per_warp:
+                    objs.add(("w", id(ins.stmt)))
+                own.append(objs)
+            for pc, ins in enumerate(code):
+                if ins.op == "fence_init":
+                    own[pc] |= inits
+                elif ins.op == "fence_proxy" and self.ownership:
+                    own[pc] |= writes
+                elif ins.op == "wait_group" and self.ownership:
+                    own[pc] |= stores
+            succ = []
+            for pc, ins in enumerate(code):
+                # A future ends at the next `sync`: nothing after it can happen before every
+                # agent -- the one whose step is being reordered included -- gets there.
+                if ins.op in ("end", "sync"):
+                    succ.append(())
+                elif ins.op == "jump":
+                    succ.append((ins.target,))
+                elif ins.op in ("enter", "branch", "next"):
+                    succ.append((pc + 1, ins.target))
+                else:
+                    succ.append((pc + 1,))
+            changed = True
+            while changed:
+                changed = False
+                for pc in range(len(code) - 1, -1, -1):
+                    for q in succ[pc]:
+                        if not own[q] <= own[pc]:
+                            own[pc] |= own[q]
+                            changed = True
+            self.fut.append(tuple(frozenset(o) for o in own))
+
+    def _evaluate_safe(self, a: int, ins: Instr, env: Mapping[str, Any]) -> tuple | None:
+        try:
+            return self._evaluate(a, ins, env)
+        except _Error:
+            return None
+
+    def atom_label(self, atom: int) -> str:
+        buf = self.k.buffer(self.atom_buf[atom])
+        mask = self.atom_mask[atom]
+        if mask == (1 << buf.size) - 1:
+            return buf.name
+        if len(buf.shape) > 1:
+            for s in range(buf.shape[0]):
+                if slice_mask(buf, (s,)) == mask:
+                    return f"{buf.name}[{s}]"
+        n = bin(mask).count("1")
+        first = (mask & -mask).bit_length() - 1
+        return f"{buf.name}{{{n} elements from #{first}}}"
+
+    # ---- the initial state -----------------------------------------------------------------
+
+    def initial(self) -> tuple:
+        agents = tuple(self.settle(a, 0, ()) for a in range(self.n))
+        bars = tuple((mb.MbarrierState(), -1, False, 0) for _ in range(self.ninst))
+        obs = (-1,) * (self.n * self.ninst)
+        perms: tuple = ()
+        if self.ownership:
+            perms = tuple(((FREE, ONE),) for _ in self.atom_mask)
+            perms = tuple((h, frozenset(), frozenset()) for h in perms)
+        return (agents, bars, obs, (), perms)
+
+    # ---- moves -----------------------------------------------------------------------------
+
+    def instr(self, state: tuple, a: int) -> Instr:
+        return self.agents[a].code[state[0][a][0]]
+
+    def analyse(self, state: tuple) -> tuple[list, dict]:
+        """Enabled moves, and per agent (or copy) the objects its next step touches and
+        whether it is enabled: {key: (enabled, objects)}; keys ("a", i) and ("c", j)."""
+        agents, bars = state[0], state[1]
+        info: dict = {}
+        enabled: list = []
+        at_sync = 0
+        for a in range(self.n):
+            pc, ctrs = agents[a]
+            ins = self.agents[a].code[pc]
+            op = ins.op
+            if op == END:
+                continue
+            if op == "sync":
+                at_sync += 1
+                info[("a", a)] = (False, (("s",),))
+                continue
+            ev = self.event(a, pc, ctrs)
+            if ev[0] == "err":
+                info[("a", a)] = (True, ())
+                enabled.append(("a", a))
+                continue
+            objs = self._objects(a, ins, ev)
+            if op == "access":
+                objs = self._claims(state, a, ev)
+            ok = True
+            if op == "wait":
+                st = bars[ev[1]][0]
+                ok = (not st.initialized) or ev[2] != st.parity
+            elif op == "wait_group":
+                ok = not any(c[0] == "S" and c[1] == a and c[2] > ins.pending for c in state[3])
+            elif op == "arrive" and ins.per_warp and len(ins.group) > 1:
+                if a != min(ins.group):
+                    info[("a", a)] = (False, objs)
+                    continue
+                ok = all(self.agents[g].code[agents[g][0]].stmt is ins.stmt
+                         for g in ins.group)
+                objs = objs + tuple(o for g in ins.group if g != a
+                                    for o in self._objects(g, self.instr(state, g),
+                                                           self.event(g, *agents[g])))
+            info[("a", a)] = (ok, objs)
+            if ok:
+                enabled.append(("a", a))
+        live = sum(1 for a in range(self.n) if self.agents[a].code[agents[a][0]].op != END)
+        if at_sync and at_sync == self.n and live == self.n:
+            enabled.append(("sync",))
+        for j, c in enumerate(state[3]):
+            if j and state[3][j - 1] == c:
+                continue  # identical copies: completing either gives the same state
+            objs = ((("b", self.model.instances[c[1]][0], c[1]),) if c[0] == "L"
+                    else (("g", c[1]),))
+            objs = objs + tuple(("m", self.atom_buf[x], x) for x in c[4 if c[0] == "L" else 3])
+            info[("c", j)] = (True, objs)
+            enabled.append(("c", j))
+        return enabled, info
+
+    def _objects(self, a: int, ins: Instr, ev: tuple) -> tuple:
+        op = ins.op
+        if op in ("wait", "arrive", "expect_tx"):
+            inst = ev[1]
+            o = [("b", ins.bar, inst)]
+            if self.ownership:
+                o.extend(("m", self.atom_buf[x], x) for x in self.guard_atoms[inst])
+            return tuple(o)
+        if op == "init":
+            return tuple(("b", ins.bar, i) for i in ev[1])
+        if op == "tma_load":
+            return (("b", ins.bar, ev[1]),) + tuple(("m", self.atom_buf[x], x) for x in ev[2])
+        if op == "tma_store":
+            return (("g", a),) + tuple(("m", self.atom_buf[x], x) for x in ev[2])
+        if op in ("commit",):
+            return (("g", a),)
+        if op in ("wait_group", "fence_init", "fence_proxy"):
+            return tuple(self.fut[a][self._pc_of(a, ins)]) if self.fut else (("s",),)
+        if op == "access":
+            return tuple(("m", self.atom_buf[x], x) for x in ev[1] + ev[2])
+        return ()
+
+    def _claims(self, state: tuple, a: int, ev: tuple) -> tuple:
+        """An access touches shared state only where it must claim permission: reading an
+        atom the class holds a share of, or writing one it holds whole, is a local step."""
+        perms, me = state[4], ("A", a)
+        out = []
+        for x in ev[1]:
+            if not dict(perms[x][0]).get(me):
+                out.append(("m", self.atom_buf[x], x))
+        for x in ev[2]:
+            if dict(perms[x][0]).get(me) != ONE:
+                out.append(("m", self.atom_buf[x], x))
+        return tuple(out)
+
+    def _pc_of(self, a: int, ins: Instr) -> int:
+        return self.agents[a].code.index(ins)
+
+    # ---- partial-order reduction -----------------------------------------------------------
+
+    def persistent(self, state: tuple, enabled: list, info: dict) -> list:
+        """A persistent subset of the enabled moves (smallest over the seeds tried).
+
+        Closure rule: with an agent (or copy) in the set, every other one whose future
+        objects meet the objects of its next step joins, whether that step is enabled or
+        blocked (a blocked step's objects are what could unblock it); a blocked per-warp
+        arrive pulls in the classes it converges with; `sync` meets everyone."""
+        if len(enabled) <= 1 or ("sync",) in enabled:
+            return enabled
+        agents = state[0]
+        keys = [("a", a) for a in range(self.n)
+                if self.agents[a].code[agents[a][0]].op != END]
+        keys += [("c", j) for j in range(len(state[3]))]
+        futs = {k: (self.fut[k[1]][agents[k[1]][0]] if k[0] == "a"
+                    else frozenset(info.get(k, (True, ()))[1])) for k in keys}
+        best = enabled
+        for seed in enabled:
+            chosen = {seed}
+            work = [seed]
+            while work and len(chosen) <= len(best):
+                k = work.pop()
+                ok, objs = info.get(k, (False, ()))
+                objs = frozenset(objs)
+                if not ok and k[0] == "a":
+                    ins = self.instr(state, k[1])
+                    if ins.op == "arrive" and ins.per_warp:
+                        for g in ins.group:
+                            if ("a", g) not in chosen:
+                                chosen.add(("a", g))
+                                work.append(("a", g))
+                joint = ("s",) in objs
+                for other in keys:
+                    if other not in chosen and (joint or objs & futs[other]):
+                        chosen.add(other)
+                        work.append(other)
+            subset = [m for m in enabled if m in chosen]
+            if subset and len(subset) < len(best):
+                best = subset
+                if len(best) == 1:
+                    break
+        return best
+
+    # ---- stepping --------------------------------------------------------------------------
+
+    def successors(self, state: tuple, por: bool) -> tuple[list, list, dict]:
+        enabled, info = self.analyse(state)
+        moves = self.persistent(state, enabled, info) if por else enabled
+        out = []
+        for mv in moves:
+            try:
+                nxt, soft = self.apply(state, mv)
+                out.append((mv, nxt, soft))
+            except _Error as err:
+                out.append((mv, None, err))
+        return out, enabled, info
+
+    def apply(self, state: tuple, mv: tuple, rec: list | None = None
+              ) -> tuple[tuple, _Error | None]:
+        """Perform one move. Raises _Error for a hard violation; returns (state, soft
+        violation or None). With `rec`, appends a description of the step."""
+        s = _Mut(self, state, rec)
+        if mv[0] == "sync":
+            s.sync()
+        elif mv[0] == "c":
+            s.copy_done(mv[1])
+        else:
+            s.agent_step(mv[1])
+        return s.freeze(), s.soft
+
+    def blocked_lines(self, state: tuple, phases: Mapping[int, int] | None = None
+                      ) -> list[str]:
+        """Who waits on what, with the barrier state (phase, pending, tx)."""
+        lines = []
+        for a in range(self.n):
+            pc, ctrs = state[0][a]
+            ins = self.agents[a].code[pc]
+            name = self.agents[a].cls.describe()
+            if ins.op == END:
+                continue
+            line = ins.stmt.span.line if ins.stmt is not None else 0
+            if ins.op == "wait":
+                ev = self.event(a, pc, ctrs)
+                if ev[0] == "err":
+                    continue
+                lines.append(f"{name} waits {self.model.label(ev[1])} parity {ev[2]} "
+                             f"(line {line}) [{self.bar_text(state, ev[1], phases)}]")
+            elif ins.op == "sync":
+                lines.append(f"{name} waits at sync (line {line})")
+            elif ins.op == "wait_group":
+                lines.append(f"{name} waits at wait_group {ins.pending} (line {line})")
+            elif ins.op == "arrive" and ins.per_warp:
+                lines.append(f"{name} waits for its warps to converge at 'arrive ..., one per "
+                             f"warp' (line {line})")
+            else:
+                lines.append(f"{name} at {ins.op} (line {line})")
+        return lines
+
+    def bar_text(self, state: tuple, inst: int, phases: Mapping[int, int] | None = None) -> str:
+        st, _, _, ncomp = state[1][inst]
+        if not st.initialized:
+            return f"{self.model.label(inst)}: uninitialised"
+        n = phases.get(inst, ncomp) if phases is not None else ncomp
+        return (f"{self.model.label(inst)}: phase {n} (parity {st.parity}), pending "
+                f"{st.pending}/{st.expected}, tx {st.tx}")
+
+    def classify_deadlock(self, state: tuple) -> tuple[str, str]:
+        """The code of a deadlock and why: TS420 all at sync; TS407 tx-count stuck;
+        TS406 a phase short of arrivals; TS408 a wait for a phase the parity misnames;
+        TS410 otherwise."""
+        codes = []
+        live = [a for a in range(self.n) if self.instr(state, a).op != END]
+        if all(self.instr(state, a).op == "sync" for a in live):
+            done = [self.agents[a].cls.describe() for a in range(self.n) if a not in live]
+            return "TS420", ("every blocked thread waits at sync, but " +
+                             (", ".join(done) + " finished" if done else "not all arrived"))
+        for a in live:
+            pc, ctrs = state[0][a]
+            ins = self.agents[a].code[pc]
+            if ins.op != "wait":
+                continue
+            ev = self.event(a, pc, ctrs)
+            if ev[0] == "err":
+                continue
+            st = state[1][ev[1]][0]
+            d = state[2][a * self.ninst + ev[1]]
+            if st.pending == 0 and st.tx != 0:
+                codes.append(("TS407", f"{self.model.label(ev[1])} has all arrivals but its "
+                              f"tx-count is {st.tx}: expect_tx bytes and the bytes its copies "
+                              "deliver differ"))
+            elif 0 < st.pending < st.expected:
+                codes.append(("TS406", f"{self.model.label(ev[1])} got "
+                              f"{st.expected - st.pending} of {st.expected} arrivals in this "
+                              "phase and no more can come"))
+            elif d >= 0 and ev[2] != (st.parity - d) % 2:
+                codes.append(("TS408", f"wait on {self.model.label(ev[1])} parity {ev[2]} names "
+                              "a phase that never comes"))
+        order = {"TS407": 0, "TS406": 1, "TS408": 2}
+        if codes:
+            codes.sort(key=lambda c: order[c[0]])
+            return codes[0]
+        return "TS410", "every unfinished agent is blocked and the copy engine is idle"
+
+
+class _Mut:
+    """A state being changed by one move (copy-on-write of its parts)."""
+
+    def __init__(self, m: Machine, state: tuple, rec: list | None) -> None:
+        self.m = m
+        self.agents = list(state[0])
+        self.bars = list(state[1])
+        self.obs = list(state[2])
+        self.copies = list(state[3])
+        self.perms = list(state[4])
+        self.soft: _Error | None = None
+        self.rec = rec
+
+    def freeze(self) -> tuple:
+        return (tuple(self.agents), tuple(self.bars), tuple(self.obs),
+                tuple(sorted(self.copies)), tuple(self.perms))
+
+    def note(self, **kw: Any) -> None:
+        if self.rec is not None:
+            self.rec.append(kw)
+
+    # -- barriers ----------------------------------------------------------------------------
+
+    def bar_op(self, inst: int, op, span: Span | None, what: str) -> None:
+        st, init_by, fenced, ncomp = self.bars[inst]
+        if not st.initialized:
+            raise _Error("TS401", f"{what} on {self.m.model.label(inst)} before init", span)
+        try:
+            new = op(st)
+        except mb.MbarrierError as exc:
+            code = MODEL_CODES.get(exc.code, exc.code)
+            raise _Error(code, f"{what} on {self.m.model.label(inst)}: {exc.message}", span,
+                         model_code=exc.code) from None
+        completed = new.parity != st.parity
+        self.bars[inst] = (new, init_by, fenced, min(ncomp + 1, 3) if completed else ncomp)
+        if completed:
+            self.on_complete(inst, span)
+
+    def on_complete(self, inst: int, span: Span | None) -> None:
+        m = self.m
+        self.note(completes=inst)
+        for a in range(m.n):
+            k = a * m.ninst + inst
+            if self.obs[k] >= 0:
+                self.obs[k] = min(self.obs[k] + 1, 2)
+        fresh = [i for i, c in enumerate(self.copies) if c[0] == "L" and c[1] == inst and c[3]]
+        if fresh and self.soft is None:
+            self.soft = _Error("TS407", f"a phase of {m.model.label(inst)} completed while a "
+                               "copy that signals it is still in flight: expect_tx counts "
+                               "fewer bytes than the copies deliver", span, soft=True)
+        for i, c in enumerate(self.copies):
+            if c[0] == "L" and c[1] == inst and c[3]:
+                self.copies[i] = (c[0], c[1], c[2], False, c[4])
+        if m.ownership:
+            waiters = m.waiters[inst]
+            for x in m.guard_atoms[inst]:
+                h = dict(self.perms[x][0])
+                pool = h.pop(("P", inst), Fraction(0))
+                if pool and waiters:
+                    share = pool / len(waiters)
+                    for w in waiters:
+                        key = ("E", inst, w)
+                        h[key] = h.get(key, Fraction(0)) + share
+                elif pool:
+                    h[("P", inst)] = pool
+                self.set_holders(x, h)
+
+    # -- permissions -------------------------------------------------------------------------
+
+    def set_holders(self, x: int, h: dict) -> None:
+        _, unf, rel = self.perms[x]
+        self.perms[x] = (tuple(sorted((k, v) for k, v in h.items() if v)), unf, rel)
+
+    def holders(self, x: int) -> dict:
+        return dict(self.perms[x][0])
+
+    def who(self, h: dict, but: tuple) -> str:
+        names = []
+        for k, v in sorted(h.items()):
+            if k == but or k == FREE or not v:
+                continue
+            names.append(f"{self.describe_holder(k)} ({v})")
+        return ", ".join(names) or "nobody"
+
+    def describe_holder(self, k: tuple) -> str:
+        m = self.m
+        if k[0] == "A":
+            return m.agents[k[1]].cls.name
+        if k[0] == "P":
+            return f"barrier {m.model.label(k[1])} (current phase)"
+        if k[0] == "E":
+            return f"barrier {m.model.label(k[1])} (released to {m.agents[k[2]].cls.name})"
+        if k[0] == "G":
+            return f"finished TMA store of {m.agents[k[1]].cls.name} (not yet waited)"
+        return str(k)
+
+    def copy_holders(self, x: int) -> list[str]:
+        out = []
+        for c in self.copies:
+            if c[0] == "L" and x in c[4]:
+                out.append(f"an in-flight TMA load into {self.m.atom_label(x)}")
+            elif c[0] == "S" and x in c[3]:
+                out.append(f"an in-flight TMA store of {self.m.agents[c[1]].cls.name}")
+        return out
+
+    def claim_read(self, a: int, x: int, span: Span | None) -> None:
+        h = self.holders(x)
+        me = ("A", a)
+        if h.get(me):
+            return
+        free = h.get(FREE)
+        if free:
+            # A fixed share, so that the order of claims does not matter: all classes
+            # together can never hold the whole atom by reading.
+            share = min(free, self.m.read_share)
+            h[me] = share
+            h[FREE] = free - share
+            self.set_holders(x, h)
+            return
+        self.denied(a, x, h, span, write=False)
+
+    def claim_write(self, a: int, x: int, span: Span | None) -> None:
+        h = self.holders(x)
+        me = ("A", a)
+        have = h.get(me, Fraction(0)) + h.get(FREE, Fraction(0))
+        if have == ONE:
+            h.pop(FREE, None)
+            h[me] = ONE
+            self.set_holders(x, h)
+            return
+        self.denied(a, x, h, span, write=True)
+
+    def denied(self, a: int, x: int, h: dict, span: Span | None, write: bool) -> None:
+        m = self.m
+        name, region = m.agents[a].cls.name, m.atom_label(x)
+        others = [self.who(h, ("A", a))] + self.copy_holders(x)
+        others = [o for o in others if o != "nobody"] or ["nobody (its permission is lost)"]
+        if a in self.perms[x][2]:
+            raise _Error("TS305", f"{name} accesses {region} after it released it with an "
+                         f"arrive: the arrive comes before its last access (now held by "
+                         f"{'; '.join(others)})", span, atom=region)
+        if write:
+            raise _Error("TS302", f"{name} writes {region} without full permission (held by "
+                         f"{'; '.join(others)})", span, atom=region)
+        raise _Error("TS304", f"{name} reads {region} before it is ready: no permission "
+                     f"(held by {'; '.join(others)})", span, atom=region)
+
+    # -- agents ------------------------------------------------------------------------------
+
+    def advance(self, a: int) -> None:
+        pc, ctrs = self.agents[a]
+        self.agents[a] = self.m.settle(a, pc + 1, ctrs)
+
+    def agent_step(self, a: int) -> None:
+        m = self.m
+        pc, ctrs = self.agents[a]
+        ins = m.agents[a].code[pc]
+        ev = m.event(a, pc, ctrs)
+        span = ins.stmt.span if ins.stmt is not None else None
+        self.note(agents=(a,), ins=ins, ev=ev)
+        if ev[0] == "err":
+            raise ev[1]
+        getattr(self, "op_" + ins.op)(a, ins, ev, span)
+        if not (ins.op == "arrive" and ins.per_warp and len(ins.group) > 1):
+            self.advance(a)
+
+    def op_init(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
+        for inst in ev[1]:
+            st, init_by, _, _ = self.bars[inst]
+            if st.initialized or ins.count > 1:
+                who = (f"class {self.m.agents[init_by].cls.name}" if st.initialized
+                       else f"another of the {ins.count} threads of {self.m.agents[a].cls.name}")
+                raise _Error("TS402", f"init of {self.m.model.label(inst)}, which is live "
+                             f"(initialised by {who})", span)
+            try:
+                new = st.init(self.m.bar_count[ins.bar])
+            except mb.MbarrierError as exc:
+                raise _Error(MODEL_CODES.get(exc.code, exc.code), exc.message, span) from None
+            self.bars[inst] = (new, a, False, 0)
+            for c in range(self.m.n):
+                self.obs[c * self.m.ninst + inst] = -1
+
+    def op_fence_init(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
+        for i, (st, init_by, fenced, n) in enumerate(self.bars):
+            if init_by == a and not fenced:
+                self.bars[i] = (st, init_by, True, n)
+
+    def op_fence_proxy(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
+        if not self.m.ownership:
+            return
+        for x, (h, unf, rel) in enumerate(self.perms):
+            if (a, False) in unf:
+                self.perms[x] = (h, unf - {(a, False)}, rel)
+
+    def op_sync(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
+        raise AssertionError("sync is a joint move")
+
+    def op_wait(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
+        m = self.m
+        inst, p = ev[1], ev[2]
+        st, _, _, ncomp = self.bars[inst]
+        if not st.initialized:
+            raise _Error("TS401", f"wait on {m.model.label(inst)} before init", span)
+        if p not in (0, 1):
+            raise _Error("TS408", f"wait parity {p} is not 0 or 1", span)
+        k = a * m.ninst + inst
+        d = self.obs[k]
+        label = m.model.label(inst)
+        if d < 0:
+            target = -1 if p == 1 else 0
+            gap = ncomp - target
+            if gap >= 2 and self.soft is None:
+                self.soft = _Error("TS408", f"first wait of {m.agents[a].cls.name} on {label} "
+                                   f"(parity {p}) comes after {ncomp} phase(s) completed: it "
+                                   "cannot tell them apart", span, soft=True)
+        else:
+            expect = (st.parity - d) % 2
+            if p != expect and self.soft is None:
+                self.soft = _Error("TS408", f"wait on {label} parity {p} passes on a phase "
+                                   f"{m.agents[a].cls.name} already consumed: it needs the "
+                                   f"phase of parity {expect} (waits must alternate parity)",
+                                   span, soft=True)
+            elif d >= 2 and self.soft is None:
+                self.soft = _Error("TS408", f"{label} completed two phases before "
+                                   f"{m.agents[a].cls.name} waited for the first: the parity "
+                                   "wait cannot tell them apart", span, soft=True)
+        self.obs[k] = 0
+        self.note(observes=inst)
+        if m.ownership:
+            for x in m.guard_atoms[inst]:
+                h = self.holders(x)
+                got = h.pop(("E", inst, a), None)
+                if got:
+                    h[("A", a)] = h.get(("A", a), Fraction(0)) + got
+                    self.set_holders(x, h)
+                    hh, unf, rel = self.perms[x]
+                    self.perms[x] = (hh, unf, rel - {a})
+
+    def deposit(self, a: int, inst: int) -> None:
+        """An arrive releases what the class holds of the barrier's guarded region."""
+        for x in self.m.guard_atoms[inst]:
+            h = self.holders(x)
+            mine = h.pop(("A", a), None)
+            hh, unf, rel = self.perms[x]
+            unf = frozenset((c, True) if c == a else (c, s) for c, s in unf)
+            if mine:
+                h[("P", inst)] = h.get(("P", inst), Fraction(0)) + mine
+                self.perms[x] = (hh, unf, rel | {a})
+                self.set_holders(x, h)
+            else:
+                self.perms[x] = (hh, unf, rel)
+
+    def op_arrive(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
+        m = self.m
+        if ins.per_warp and len(ins.group) > 1:
+            self.converge(ins)
+            return
+        self.arrive_one_class(a, ins, ev, span)
+
+    def arrive_one_class(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
+        m = self.m
+        inst, tx = ev[1], ev[2]
+        if not self.bars[inst][0].initialized:
+            raise _Error("TS401", f"arrive on {m.model.label(inst)} before init", span)
+        n = ins.count
+        if m.ownership and (n > 0 or ins.per_warp):
+            if not (ins.stmt.mode is ir.ArriveMode.ONE and m.agents[a].cls.size > 1):
+                self.deposit(a, inst)
+        if n == 0:
+            return
+        st = self.bars[inst][0]
+        if n > st.pending:
+            raise _Error("TS403", f"{m.agents[a].cls.name} makes {n} arrivals on "
+                         f"{m.model.label(inst)} but the phase has only {st.pending} of "
+                         f"{st.expected} pending: the arriving thread set is larger than the "
+                         "declared count", span, arrivals=n, count=st.expected)
+
+        def op(s: mb.MbarrierState) -> mb.MbarrierState:
+            if tx is None:
+                return s.arrive(n)[0]
+            for _ in range(n):
+                s = s.arrive_expect_tx(tx)[0]
+            return s
+
+        self.bar_op(inst, op, span, "arrive")
+
+    def converge(self, ins: Instr) -> None:
+        """`arrive ..., one per warp` across classes that share warps: all lanes meet, then
+        every warp leader arrives."""
+        m = self.m
+        for g in ins.group:
+            pc, ctrs = self.agents[g]
+            gins = m.agents[g].code[pc]
+            ev = m.event(g, pc, ctrs)
+            if ev[0] == "err":
+                raise ev[1]
+            self.arrive_one_class(g, gins, ev, gins.stmt.span)
+        for g in ins.group:
+            self.advance(g)
+        self.note(agents=ins.group)
+
+    def op_expect_tx(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
+        inst, tx = ev[1], ev[2]
+
+        def op(s: mb.MbarrierState) -> mb.MbarrierState:
+            for _ in range(ins.count):
+                s = s.expect_tx(tx)
+            return s
+
+        self.bar_op(inst, op, span, "expect_tx")
+
+    def op_tma_load(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
+        m = self.m
+        inst, atoms = ev[1], ev[2]
+        st, init_by, fenced, _ = self.bars[inst]
+        label = m.model.label(inst)
+        if not st.initialized:
+            raise _Error("TS401", f"tma_load signals {label} before init", span)
+        if not fenced:
+            raise _Error("TS405", f"tma_load signals {label}, whose init by "
+                         f"{m.agents[init_by].cls.name} was not followed by 'fence "
+                         "mbarrier_init' (the copy engine may not see the init)", span)
+        for _ in range(ins.count):
+            if m.ownership:
+                for x in atoms:
+                    h = self.holders(x)
+                    me, pool = ("A", a), ("P", inst)
+                    have = h.get(me, Fraction(0)) + h.get(pool, Fraction(0)) + h.get(FREE, 0)
+                    if have != ONE:
+                        rest = {k: v for k, v in h.items() if k not in (me, pool, FREE)}
+                        others = [self.who(rest, ())] + self.copy_holders(x)
+                        others = [o for o in others if o != "nobody"]
+                        raise _Error("TS303", f"TMA load into {m.atom_label(x)} while "
+                                     f"{'; '.join(others) or 'another owner'} still holds it: "
+                                     "the copy may overwrite a stage that is still being read",
+                                     span, atom=m.atom_label(x))
+                    for k in (me, pool, FREE):
+                        h.pop(k, None)
+                    self.set_holders(x, h)
+                    hh, _, rel = self.perms[x]
+                    self.perms[x] = (hh, frozenset(), rel)
+            self.copies.append(("L", inst, ins.nbytes, True, atoms))
+            self.note(copy=("L", inst))
+
+    def op_tma_store(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
+        m = self.m
+        atoms = ev[2]
+        frac = Fraction(0)
+        for _ in range(ins.count):
+            if m.ownership:
+                for x in atoms:
+                    self.claim_read(a, x, span)
+                    unf = self.perms[x][1]
+                    if unf:
+                        writers = sorted({m.agents[c].cls.name for c, _ in unf})
+                        raise _Error("TS301", f"TMA store reads {m.atom_label(x)}, written "
+                                     f"through the generic proxy by {', '.join(writers)} with "
+                                     "no 'fence proxy_async' before the synchronisation that "
+                                     "orders the write before the copy", span,
+                                     atom=m.atom_label(x))
+                frac = Fraction(0)
+                for x in atoms:
+                    h = self.holders(x)
+                    mine = h[("A", a)]
+                    frac = mine / 2
+                    h[("A", a)] = mine - frac
+                    self.set_holders(x, h)
+            self.copies.append(("S", a, 0, atoms, frac))
+            self.note(copy=("S", a))
+
+    def op_commit(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
+        self.copies = [(c[0], c[1], c[2] + 1, c[3], c[4]) if c[0] == "S" and c[1] == a else c
+                       for c in self.copies]
+        if self.m.ownership:
+            for x, (h, unf, rel) in enumerate(self.perms):
+                if any(k[0] == "G" and k[1] == a for k, _ in h):
+                    hh = {(("G", a, k[2] + 1) if k[0] == "G" and k[1] == a else k): v
+                          for k, v in h}
+                    self.set_holders(x, hh)
+
+    def op_wait_group(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
+        if not self.m.ownership:
+            return
+        for x, (h, unf, rel) in enumerate(self.perms):
+            back = [(k, v) for k, v in h if k[0] == "G" and k[1] == a and k[2] > ins.pending]
+            if back:
+                hh = dict(h)
+                for k, v in back:
+                    del hh[k]
+                    hh[("A", a)] = hh.get(("A", a), Fraction(0)) + v
+                self.set_holders(x, hh)
+
+    def op_access(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
+        reads, writes, exact = ev[1], ev[2], ev[3]
+        for x in reads:
+            self.claim_read(a, x, span)
+        for x in writes:
+            self.claim_write(a, x, span)
+            h, unf, rel = self.perms[x]
+            unf = frozenset({(a, False)}) if exact else unf | {(a, False)}
+            self.perms[x] = (h, unf, rel)
+
+    # -- joint moves and the copy engine -----------------------------------------------------
+
+    def sync(self) -> None:
+        m = self.m
+        self.note(agents=tuple(range(m.n)), sync=True)
+        for a in range(m.n):
+            self.advance(a)
+        if m.ownership:
+            for x, (h, unf, _) in enumerate(self.perms):
+                hh = {k: v for k, v in h if k[0] != "A"}
+                back = sum((v for k, v in h if k[0] == "A"), Fraction(0))
+                if back:
+                    hh[FREE] = hh.get(FREE, Fraction(0)) + back
+                self.perms[x] = (tuple(sorted(hh.items())),
+                                 frozenset((c, True) for c, _ in unf), frozenset())
+
+    def copy_done(self, j: int) -> None:
+        m = self.m
+        c = self.copies.pop(j)
+        self.note(copy_done=c)
+        if c[0] == "L":
+            inst, nbytes, atoms = c[1], c[2], c[4]
+            if m.ownership:
+                for x in atoms:
+                    h = self.holders(x)
+                    h[("P", inst)] = h.get(("P", inst), Fraction(0)) + ONE
+                    self.set_holders(x, h)
+                    hh, _, rel = self.perms[x]
+                    self.perms[x] = (hh, frozenset(), rel)
+            span = None
+            self.bar_op(inst, lambda s: s.complete_tx(nbytes), span, "complete_tx")
+        elif m.ownership:
+            a, age, atoms, frac = c[1], c[2], c[3], c[4]
+            for x in atoms:
+                h = self.holders(x)
+                key = ("G", a, age)
+                h[key] = h.get(key, Fraction(0)) + frac
+                self.set_holders(x, h)
+
+
+# ---- search -----------------------------------------------------------------------------------
+
+
+@dataclass
+class SearchResult:
+    stats: Stats
+    findings: dict[str, Finding]
+    parents: dict
+    visited: set
+    first_final: tuple | None = None
+
+
+def search(m: Machine, roots: list[tuple], por: bool, max_states: int,
+           level=None, max_level: int | None = None, stop_on_hard: bool = False
+           ) -> SearchResult:
+    """Breadth-first exploration from `roots`; the first finding of each code is kept with
+    the path that reaches it. `level`/`max_level` cut the search at a level (used by the
+    parametric argument), leaving frontier states unexpanded."""
+    stats = Stats()
+    parents: dict = {r: None for r in roots}
+    queue = deque(roots)
+    findings: dict[str, Finding] = {}
+    first_final = None
+    while queue:
+        st = queue.popleft()
+        stats.states += 1
+        if stats.states > max_states:
+            stats.complete = False
+            stats.reason = f"state limit {max_states} reached"
+            break
+        if level is not None and max_level is not None and level(st) > max_level:
+            continue
+        try:
+            succ, enabled, _ = m.successors(st, por)
+        except Unsupported as exc:
+            stats.complete = False
+            stats.reason = exc.message
+            break
+        if not enabled:
+            if all(m.instr(st, a).op == END for a in range(m.n)) and not st[3]:
+                stats.finals += 1
+                if first_final is None:
+                    first_final = st
+            else:
+                stats.deadlocks += 1
+                code, why = m.classify_deadlock(st)
+                if code not in findings:
+                    root, path = _path(parents, st)
+                    findings[code] = Finding(code, why, None, path, root, False, {"state": st})
+            continue
+        for mv, nxt, info in succ:
+            stats.transitions += 1
+            if nxt is None:
+                err: _Error = info
+                if err.code not in findings:
+                    root, path = _path(parents, st)
+                    findings[err.code] = Finding(err.code, err.message, err.span, path + (mv,),
+                                                 root, False, {"state": st, **err.detail})
+                if stop_on_hard:
+                    stats.reason = "stopped at the first error"
+                    return SearchResult(stats, findings, parents, set(parents), first_final)
+                continue
+            if info is not None and info.code not in findings:
+                root, path = _path(parents, st)
+                findings[info.code] = Finding(info.code, info.message, info.span, path + (mv,),
+                                              root, True, {"state": st, **info.detail})
+            if nxt not in parents:
+                parents[nxt] = (st, mv)
+                queue.append(nxt)
+    return SearchResult(stats, findings, parents, set(parents), first_final)
+
+
+def _path(parents: dict, st: tuple) -> tuple[tuple, tuple]:
+    """The root a state was reached from, and the moves from it."""
+    out = []
+    while parents.get(st) is not None:
+        st, mv = parents[st]
+        out.append(mv)
+    return st, tuple(reversed(out))
+
+
+def replay(m: Machine, root: tuple, path: tuple) -> tuple[list[TraceStep], tuple, dict]:
+    """Re-run a path recording each step (with absolute phase numbers along the run)."""
+    steps: list[TraceStep] = []
+    phases: dict[int, int] = {}
+    st = root
+    copy_ids: dict[tuple, list[int]] = {}
+    next_copy = itertools.count()
+    for i, mv in enumerate(path):
+        rec: list = []
+        try:
+            nxt, _ = m.apply(st, mv, rec)
+        except _Error:
+            nxt = None
+        steps.append(_describe(m, st, mv, rec, phases, copy_ids, next_copy, i))
+        if nxt is None:
+            break
+        st = nxt
+    return steps, st, phases
+
+
+def _describe(m: Machine, st: tuple, mv: tuple, rec: list, phases: dict, copy_ids: dict,
+              next_copy, index: int) -> TraceStep:
+    completes = observes = copy_id = -1
+    inst_label = ""
+    for r in rec:
+        if "completes" in r:
+            inst = r["completes"]
+            completes = phases.get(inst, 0)
+            phases[inst] = completes + 1
+            inst_label = m.model.label(inst)
+        if "observes" in r:
+            inst = r["observes"]
+            observes = phases.get(inst, 0) - 1
+            inst_label = m.model.label(inst)
+        if "copy" in r:
+            copy_id = next(next_copy)
+            copy_ids.setdefault(r["copy"], []).append(copy_id)
+    if mv[0] == "sync":
+        ins = next((m.instr(st, a) for a in range(m.n)), None)
+        line = ins.stmt.span.line if ins is not None and ins.stmt is not None else 0
+        return TraceStep(index, tuple(a.cls.name for a in m.agents), "sync", line,
+                         "all threads meet at sync")
+    if mv[0] == "c":
+        c = st[3][mv[1]]
+        key = ("L", c[1]) if c[0] == "L" else ("S", c[1])
+        ids = copy_ids.get(key) or [-1]
+        cid = ids.pop(0)
+        if c[0] == "L":
+            label = m.model.label(c[1])
+            done = f", completing phase {completes}" if completes >= 0 else ""
+            return TraceStep(index, ("copy engine",), "copy_load", 0,
+                             f"TMA load lands: complete_tx {c[2]} bytes on {label}{done}",
+                             label, completes, -1, cid)
+        return TraceStep(index, ("copy engine",), "copy_store", 0,
+                         f"TMA store of {m.agents[c[1]].cls.name} finishes", "", -1, -1, cid)
+    a = mv[1]
+    pc, ctrs = st[0][a]
+    ins = m.agents[a].code[pc]
+    ev = m.event(a, pc, ctrs)
+    names = tuple(m.agents[g].cls.name for g in (ins.group if ins.per_warp and ins.group
+                                                   else (a,)))
+    line = ins.stmt.span.line if ins.stmt is not None else 0
+    iters = ", ".join(f"{lc.stmt.var.name}={lc.lo(m.env(a, ins, ctrs)) + lc.step * i}"
+                      for lc, i in zip(ins.ctx, ctrs, strict=False))
+    where = f" [{iters}]" if iters else ""
+    detail = ins.op
+    if ev[0] == "ok" and ins.op in ("wait", "arrive", "expect_tx", "tma_load"):
+        inst_label = m.model.label(ev[1])
+        if ins.op == "wait":
+            detail = f"wait {inst_label} parity {ev[2]}"
+            if observes >= 0:
+                detail += f" passes (phase {observes} completed)"
+            elif observes == -1 and any("observes" in r for r in rec):
+                detail += " passes at once (no phase has completed)"
+        elif ins.op == "arrive":
+            detail = f"arrive {inst_label} x{ins.count}"
+            if ev[2] is not None:
+                detail += f", expect_tx {ev[2]}"
+        elif ins.op == "expect_tx":
+            detail = f"expect_tx {inst_label} {ev[2]} x{ins.count}"
+        else:
+            detail = f"tma_load {ins.buffer} signal {inst_label} ({ins.nbytes} bytes)"
+        if completes >= 0:
+            detail += f", completing phase {completes}"
+    elif ins.op == "init":
+        detail = "init " + ", ".join(m.model.label(i) for i in ev[1]) if ev[0] == "ok" else "init"
+    elif ins.op == "access":
+        detail = "shared access"
+        if ev[0] == "ok":
+            r = ", ".join(sorted({m.atom_label(x) for x in ev[1]}))
+            w = ", ".join(sorted({m.atom_label(x) for x in ev[2]}))
+            detail = "access" + (f" reads {r}" if r else "") + (f" writes {w}" if w else "")
+    elif ins.op == "tma_store":
+        detail = f"tma_store from {ins.buffer}"
+    elif ins.op == "wait_group":
+        detail = f"wait_group {ins.pending}"
+    return TraceStep(index, names, ins.op, line, detail + where, inst_label, completes,
+                     observes, copy_id)
+
+
+def trace_lines(steps: list[TraceStep]) -> list[str]:
+    return [f"{s.index + 1:3d}. {' + '.join(s.agents)}: {s.detail}"
+            + (f" (line {s.line})" if s.line else "") for s in steps]

@@ -1,0 +1,783 @@
+"""Verdicts for EVERY trip count: explicit exploration plus a periodicity argument.
+
+Why: a pipelined loop `for k in 0 .. N / 64` has a trip count T that is unbounded, so no
+single exploration covers all sizes. The argument implemented here (docs/temporal.md gives
+the full statement and its soundness conditions):
+
+1. Trip-count group (z3). Every loop that synchronises and whose bounds depend on the sizes
+   (a "parametric loop") is at the top of its agent's program (not nested in a kept loop),
+   at most one per agent, and all their trip counts equal T + c_r for ONE quasi-affine
+   T(sizes) and constants c_r, for every size assignment the `where` clause allows.
+2. Periodic, far-field terms (z3). Every synchronising term (barrier index, parity, byte
+   count, branch condition, TMA slice, shared-memory index for ownership) at iteration i of a
+   parametric loop depends only on (i mod L, T - i), and only on i mod L once T - i >= G;
+   terms before the loops only on T once T >= G; terms after them only on T mod L. These
+   are universally quantified queries over two copies of the sizes; unsat proves them.
+3. Level sets (explicit). The level of a state is the least iteration reached by the agents
+   with a parametric loop. Levels never decrease and rise by at most one per step, so the
+   set of reachable states at level m+1 is a function of the set at level m. For one huge
+   trip count the level sets are computed one by one, normalised (iterations relative to m,
+   plus m mod L); once the set at m0+P equals the set at m0 (P a multiple of L) the whole
+   sequence is periodic, and the largest drift D between agents is known.
+4. Window. A system with trip count T agrees with the huge one on every level up to
+   M_T = T - K, K = D + max(G, 2 - min c_r). So: small T (M_T < 0) are explored in full;
+   larger T need only the tail from the level set at M_T, and tails repeat with period P
+   once M_T >= m0. The union covers every T the `where` clause allows.
+Anything outside these conditions gives UNKNOWN (never PROVED), with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import z3
+from tilesafe.frontend import ir
+from tilesafe.semantics.events import Instr, Model, free_vars
+from tilesafe.semantics.explore import (
+    END,
+    Finding,
+    Machine,
+    SearchResult,
+    Stats,
+    search,
+)
+
+HUGE_TRIP = 1_000_000
+MAX_DRIFT = 64
+MAX_LEVELS = 200
+G_CANDIDATES = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+
+
+@dataclass
+class Config:
+    sizes: dict[str, int]
+    trip: int | None  # the parameter T, when there is one
+    kind: str  # "full", "tail", "level"
+
+
+@dataclass
+class Outcome:
+    """Everything the checkers report: verdict material, findings, and the evidence."""
+
+    complete: bool  # every allowed size is covered (no state limit, argument applies)
+    reason: str  # why not, when not complete
+    findings: list[tuple[Finding, Config, Machine]] = field(default_factory=list)
+    states: int = 0
+    transitions: int = 0
+    explorations: list[dict[str, Any]] = field(default_factory=list)
+    argument: dict[str, Any] = field(default_factory=dict)
+    queries: list[str] = field(default_factory=list)  # SMT-LIB of the z3 proofs
+    seconds: float = 0.0
+    finals: list[tuple[tuple, Machine]] = field(default_factory=list)
+
+
+class Timeout(Exception):
+    pass
+
+
+# ---- z3 encoding ------------------------------------------------------------------------------
+
+
+class Enc:
+    """IR terms as z3 terms, over one copy of the sizes (suffix) and shared other vars."""
+
+    def __init__(self, kernel: ir.Kernel, model: Model, suffix: str, shared: dict) -> None:
+        self.k = kernel
+        self.lets = model.lets.table
+        self.sizes = {n: z3.Int(n + suffix) for n in kernel.sizes}
+        self.shared = shared  # "thread", "loop:<uid>", "block.x" -> z3 Int (shared copies)
+        self.loops: dict[int, Any] = {}  # overrides of loop variables for this copy
+
+    def var(self, key: str) -> Any:
+        if key not in self.shared:
+            self.shared[key] = z3.Int(key)
+        return self.shared[key]
+
+    def term(self, e: ir.Expr) -> Any:
+        if isinstance(e, ir.IntConst):
+            return z3.IntVal(e.value)
+        if isinstance(e, ir.SizeVar):
+            return self.sizes[e.name]
+        if isinstance(e, ir.Builtin):
+            if e.kind is ir.BuiltinKind.THREAD:
+                return self.var("thread")
+            if e.kind is ir.BuiltinKind.LANE:
+                return self.var("thread") % 32
+            if e.kind is ir.BuiltinKind.WARP_ID:
+                return self.var("thread") / 32
+            return self.var(e.kind.value)
+        if isinstance(e, ir.LoopVar):
+            if e.uid in self.loops:
+                return self.loops[e.uid]
+            return self.var(f"loop:{e.uid}")
+        if isinstance(e, ir.LocalRef) and not e.mutable and e.uid in self.lets:
+            return self.term(self.lets[e.uid])
+        if isinstance(e, ir.BinOp):
+            a, b = self.term(e.lhs), self.term(e.rhs)
+            ops = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
+                   "/": lambda: a / b, "%": lambda: a % b, "==": lambda: a == b,
+                   "!=": lambda: a != b, "<": lambda: a < b, "<=": lambda: a <= b,
+                   ">": lambda: a > b, ">=": lambda: a >= b,
+                   "&&": lambda: z3.And(a, b), "||": lambda: z3.Or(a, b)}
+            return ops[e.op]()
+        if isinstance(e, ir.UnOp):
+            x = self.term(e.operand)
+            return z3.Not(x) if e.op == "!" else -x
+        if isinstance(e, ir.Call) and e.func in ("min", "max", "abs"):
+            xs = [self.term(a) for a in e.args]
+            if e.func == "abs":
+                return z3.If(xs[0] >= 0, xs[0], -xs[0])
+            if e.func == "min":
+                return z3.If(xs[0] <= xs[1], xs[0], xs[1])
+            return z3.If(xs[0] >= xs[1], xs[0], xs[1])
+        raise ValueError(f"no z3 form for {type(e).__name__}")
+
+    def where(self) -> list:
+        return [self.term(w) for w in self.k.where]
+
+
+def _solver(timeout_ms: int) -> z3.Solver:
+    s = z3.Solver()
+    s.set("timeout", timeout_ms)
+    return s
+
+
+def _check(s: z3.Solver, queries: list[str]) -> z3.CheckSatResult:
+    queries.append(s.to_smt2())
+    res = s.check()
+    if res == z3.unknown:
+        raise Timeout(s.reason_unknown())
+    return res
+
+
+def _trip_expr(loop: ir.For) -> ir.Expr:
+    """ceil((hi - lo) / step) as an IR term (without the max with 0)."""
+    sp = loop.span
+    diff = ir.BinOp(sp, ir.ScalarType.INT, "-", loop.hi, loop.lo)
+    if loop.step == 1:
+        return diff
+    num = ir.BinOp(sp, ir.ScalarType.INT, "+", diff, ir.IntConst(sp, ir.ScalarType.INT,
+                                                                   loop.step - 1))
+    return ir.BinOp(sp, ir.ScalarType.INT, "/", num, ir.IntConst(sp, ir.ScalarType.INT,
+                                                                  loop.step))
+
+
+# ---- the argument -----------------------------------------------------------------------------
+
+
+@dataclass
+class Group:
+    t_expr: ir.Expr  # T(sizes)
+    offsets: dict[int, int]  # agent -> c_r
+    loops: dict[int, ir.For]
+
+
+class Argument:
+    """Builds the explorations for one model and combines them into one Outcome."""
+
+    def __init__(self, model: Model, por: bool, max_states: int, timeout_ms: int) -> None:
+        self.model = model
+        self.k = model.kernel
+        self.por = por
+        self.max_states = max_states
+        self.timeout_ms = timeout_ms
+        self.out = Outcome(True, "")
+
+    # -- entry -------------------------------------------------------------------------------
+
+    def run(self) -> Outcome:
+        t0 = time.perf_counter()
+        try:
+            self._run()
+        except Timeout as exc:
+            self.out.complete = False
+            self.out.reason = f"solver gave up: {exc}"
+        self.out.seconds = time.perf_counter() - t0
+        return self.out
+
+    def _run(self) -> None:
+        sym = self.model.sym_loops
+        if not sym:
+            self._no_loops()
+            return
+        group, why = self._group()
+        if group is None:
+            self._fallback(why)
+            return
+        argument_ok, why = self._terms(group)
+        if not argument_ok:
+            self._fallback(why, group)
+            return
+        self._periodic(group)
+
+    # -- kernels whose synchronisation has no size-dependent loop -------------------------------
+
+    def _no_loops(self) -> None:
+        exprs = [e for a, ag in enumerate(self.model.agents) for ins in ag.code
+                 for e in ins.sync_exprs]
+        sized = [e for e in exprs if any(v.startswith("size:") for v in
+                                         free_vars(e, self.model.lets))]
+        sizes = self._some_sizes([])
+        if sizes is None:
+            self.out.complete = False
+            self.out.reason = "no sizes satisfy the 'where' clause"
+            return
+        if sized:
+            ok = self._size_independent(sized)
+            if not ok:
+                self.out.complete = False
+                self.out.reason = (f"a synchronising term (line {sized[0].span.line}) depends "
+                                   "on the sizes; explored one size assignment only")
+        self.out.argument = {"kind": "no parametric loop: one exploration covers all sizes",
+                             "sizes": sizes}
+        self._explore(Config(sizes, None, "full"))
+
+    def _size_independent(self, exprs: list[ir.Expr]) -> bool:
+        shared: dict = {}
+        a = Enc(self.k, self.model, "", shared)
+        b = Enc(self.k, self.model, "_2", shared)
+        s = _solver(self.timeout_ms)
+        s.add(*a.where(), *b.where())
+        self._thread_range(s, shared)
+        s.add(z3.Or([a.term(e) != b.term(e) for e in exprs]))
+        return _check(s, self.out.queries) == z3.unsat
+
+    def _thread_range(self, s: z3.Solver, shared: dict) -> None:
+        if "thread" in shared:
+            s.add(shared["thread"] >= 0, shared["thread"] < self.k.block)
+
+    def _some_sizes(self, extra: list, small: bool = True) -> dict[str, int] | None:
+        """A size assignment satisfying `where` (and extra constraints on T)."""
+        enc = Enc(self.k, self.model, "", {})
+        s = z3.Optimize() if small else _solver(self.timeout_ms)
+        s.set("timeout", self.timeout_ms)
+        s.add(*enc.where())
+        for c in extra:
+            s.add(c(enc))
+        if small:
+            for v in enc.sizes.values():
+                s.add(v >= -(1 << 30), v <= (1 << 40))
+            if enc.sizes:
+                s.minimize(z3.Sum([z3.If(v >= 0, v, -v) for v in enc.sizes.values()]))
+        res = s.check()
+        if res == z3.unknown:
+            raise Timeout("size search")
+        if res != z3.sat:
+            return None
+        mdl = s.model()
+        return {n: mdl.eval(v, model_completion=True).as_long() for n, v in enc.sizes.items()}
+
+    # -- 1. the trip-count group -------------------------------------------------------------
+
+    def _group(self) -> tuple[Group | None, str]:
+        per_agent: dict[int, list] = {}
+        for sl in self.model.sym_loops:
+            if sl.nested:
+                return None, (f"the loop at line {sl.stmt.span.line} has a size-dependent trip "
+                              "count and sits inside another loop that synchronises")
+            per_agent.setdefault(sl.agent, []).append(sl.stmt)
+        for a, loops in per_agent.items():
+            if len({id(x) for x in loops}) > 1:
+                return None, (f"{self.model.agents[a].name} runs several loops with "
+                              "size-dependent trip counts")
+        loops = {a: ls[0] for a, ls in per_agent.items()}
+        ref = next(iter(loops.values()))
+        t_expr = _trip_expr(ref)
+        offsets: dict[int, int] = {}
+        for a, loop in loops.items():
+            for e in (loop.lo, loop.hi):
+                if free_vars(e, self.model.lets) - {f"size:{n}" for n in self.k.sizes}:
+                    return None, (f"the bounds of the loop at line {loop.span.line} depend on "
+                                  "more than the sizes")
+            c = self._offset(t_expr, _trip_expr(loop))
+            if c is None:
+                return None, (f"the trip counts of the loops at lines {ref.span.line} and "
+                              f"{loop.span.line} do not differ by a constant")
+            offsets[a] = c
+        return Group(t_expr, offsets, loops), ""
+
+    def _offset(self, t_ref: ir.Expr, t_other: ir.Expr) -> int | None:
+        sizes = self._some_sizes([])
+        if sizes is None:
+            return None
+        from tilesafe.semantics.events import compile_expr
+        c = (compile_expr(t_other, self.model.lets)(sizes)
+             - compile_expr(t_ref, self.model.lets)(sizes))
+        enc = Enc(self.k, self.model, "", {})
+        s = _solver(self.timeout_ms)
+        s.add(*enc.where())
+        s.add(enc.term(t_other) - enc.term(t_ref) != c)
+        return int(c) if _check(s, self.out.queries) == z3.unsat else None
+
+    # -- 2. periodic and far-field terms -----------------------------------------------------
+
+    def _positions(self, group: Group) -> dict[str, list[tuple[int, ir.Expr]]]:
+        out: dict[str, list] = {"in": [], "pre": [], "post": []}
+        for a, ag in enumerate(self.model.agents):
+            p = ag.param_loop
+            for pc, ins in enumerate(ag.code):
+                if p is not None and pc in (p[0], p[1]):
+                    continue
+                if not ins.sync_exprs:
+                    continue
+                if p is None or pc < p[0]:
+                    pos = "pre"
+                elif pc > p[1]:
+                    pos = "post"
+                else:
+                    pos = "in"
+                for e in ins.sync_exprs:
+                    out[pos].append((a, e))
+        return out
+
+    def _terms(self, group: Group) -> tuple[bool, str]:
+        pos = self._positions(group)
+        lets = self.model.lets
+        for where_ in ("in", "pre", "post"):
+            for _, e in pos[where_]:
+                if free_vars(e, lets) & {"data", "block"}:
+                    return False, (f"a synchronising term at line {e.span.line} depends on "
+                                   "memory or the block index")
+        l0 = 1
+        for a, e in pos["in"]:
+            l0 = math.lcm(l0, _divisor_product(e, group.loops[a].var.uid, lets))
+        for _, e in pos["post"]:
+            l0 = math.lcm(l0, _divisor_product(e, None, lets))
+        l0 = min(l0, 1 << 12)
+        period = None
+        for cand in _divisors(l0):
+            if self._query_in(group, pos["in"], cand, None) and \
+                    self._query_post(group, pos["post"], cand):
+                period = cand
+                break
+        if period is None:
+            return False, ("a synchronising term is not periodic in the loop iteration (tried "
+                           f"periods dividing {l0})")
+        margin = None
+        for g in G_CANDIDATES:
+            if self._query_in(group, pos["in"], period, g) and \
+                    self._query_pre(group, pos["pre"], g):
+                margin = g
+                break
+        if margin is None:
+            return False, "a synchronising term depends on the trip count even far from the end"
+        self.period, self.margin = period, margin
+        self.out.argument.update({"L": period, "G": margin, "T": _show(group.t_expr),
+                                  "offsets": {self.model.agents[a].name: c
+                                              for a, c in group.offsets.items()}})
+        return True, ""
+
+    def _query_in(self, group: Group, items: list, period: int, far: int | None) -> bool:
+        if not items:
+            return True
+        by_agent: dict[int, list[ir.Expr]] = {}
+        for a, e in items:
+            by_agent.setdefault(a, []).append(e)
+        for a, exprs in by_agent.items():
+            loop = group.loops[a]
+            shared: dict = {}
+            x, y = Enc(self.k, self.model, "", shared), Enc(self.k, self.model, "_2", shared)
+            i, j = z3.Int("i"), z3.Int("i_2")
+            x.loops[loop.var.uid] = x.term(loop.lo) + loop.step * i
+            y.loops[loop.var.uid] = y.term(loop.lo) + loop.step * j
+            tx, ty = x.term(group.t_expr), y.term(group.t_expr)
+            c = group.offsets[a]
+            s = _solver(self.timeout_ms)
+            s.add(*x.where(), *y.where(), i >= 0, j >= 0, i < tx + c, j < ty + c,
+                  (i - j) % period == 0)
+            if far is None:
+                s.add(tx - i == ty - j)
+            else:
+                s.add(tx - i >= far, ty - j >= far)
+            diffs = [x.term(e) != y.term(e) for e in exprs]
+            self._thread_range(s, shared)
+            s.add(z3.Or(diffs))
+            if _check(s, self.out.queries) != z3.unsat:
+                return False
+        return True
+
+    def _query_pre(self, group: Group, items: list, far: int) -> bool:
+        if not items:
+            return True
+        shared: dict = {}
+        x, y = Enc(self.k, self.model, "", shared), Enc(self.k, self.model, "_2", shared)
+        s = _solver(self.timeout_ms)
+        s.add(*x.where(), *y.where(), x.term(group.t_expr) >= far,
+              y.term(group.t_expr) >= far)
+        diffs = [x.term(e) != y.term(e) for _, e in items]
+        self._thread_range(s, shared)
+        s.add(z3.Or(diffs))
+        return _check(s, self.out.queries) == z3.unsat
+
+    def _query_post(self, group: Group, items: list, period: int) -> bool:
+        if not items:
+            return True
+        shared: dict = {}
+        x, y = Enc(self.k, self.model, "", shared), Enc(self.k, self.model, "_2", shared)
+        s = _solver(self.timeout_ms)
+        tx, ty = x.term(group.t_expr), y.term(group.t_expr)
+        s.add(*x.where(), *y.where(), (tx - ty) % period == 0)
+        diffs = [x.term(e) != y.term(e) for _, e in items]
+        self._thread_range(s, shared)
+        s.add(z3.Or(diffs))
+        return _check(s, self.out.queries) == z3.unsat
+
+    # -- 3 + 4. level sets and the window ---------------------------------------------------
+
+    def _sizes_for(self, group: Group, trip: int) -> dict[str, int] | None:
+        return self._some_sizes([lambda enc: enc.term(group.t_expr) == trip])
+
+    def _periodic(self, group: Group) -> None:
+        big = self._some_sizes([lambda enc: enc.term(group.t_expr) >= HUGE_TRIP], small=False)
+        if big is None:
+            # T is bounded: every allowed trip count can be explored outright.
+            self._bounded(group)
+            return
+        t_big = int(self._eval_t(group, big))
+        mach = Machine(self.model, big, period=self.period)
+        levels = _Levels(self, mach, group)
+        ok, why = levels.run()
+        self.out.states += levels.states
+        self.out.transitions += levels.transitions
+        for f in levels.findings.values():
+            lvl = levels.finding_level.get(f.code, 0)
+            self.out.findings.append((f, Config(big, t_big, f"level {lvl}"), mach))
+        if not ok:
+            self.out.complete = False
+            self.out.reason = why
+            self._window_only(group)
+            return
+        m0, period, drift = levels.m0, levels.p, levels.drift
+        c_min = min(group.offsets.values())
+        k = drift + max(self.margin, 2 - c_min)
+        self.out.argument.update({"m0": m0, "P": period, "D": drift, "K": k,
+                                  "levels": len(levels.sets),
+                                  "level sizes": [len(x) for x in levels.sets]})
+        lo = self._min_trip(group)
+        hi_full = k - 1
+        explored = []
+        # Small trip counts: full explorations.
+        lo_eff = max(lo, -max(group.offsets.values())) if lo is not None else None
+        if lo is None:
+            lo_eff = -max(group.offsets.values())
+        if lo is not None and lo < lo_eff:  # every loop empty: one representative
+            sizes = self._some_sizes([lambda enc: enc.term(group.t_expr) <= lo_eff])
+            if sizes is not None:
+                explored.append(int(self._eval_t(group, sizes)))
+                self._explore(Config(sizes, explored[-1], "full"))
+        for t in range(lo_eff, hi_full + 1):
+            sizes = self._sizes_for(group, t)
+            if sizes is None:
+                continue
+            explored.append(t)
+            self._explore(Config(sizes, t, "full"))
+        # Larger trip counts: tails from the level set at M_T = T - K. Past the pre-periodic
+        # levels a tail stands for its whole residue class mod P: explore it for any allowed
+        # member of the class, from the level set shifted there.
+        tails = []
+        for t in range(k, k + m0 + period):
+            mt = t - k
+            if mt < m0:
+                sizes = self._sizes_for(group, t)
+            else:
+                sizes = self._some_sizes([lambda enc, t=t: enc.term(group.t_expr) >= t,
+                                          lambda enc, t=t: (enc.term(group.t_expr) - t)
+                                          % period == 0])
+            if sizes is None:
+                continue
+            real_t = int(self._eval_t(group, sizes))
+            shift = real_t - t
+            tmach = Machine(self.model, sizes, period=self.period)
+            _share_atoms(tmach, mach)
+            roots = sorted((levels.shift(st, shift) for st in levels.sets[mt]), key=repr)
+            res = search(tmach, roots, self.por, self.max_states)
+            self._absorb(res, Config(sizes, real_t, f"tail from level {mt + shift}"), tmach,
+                         levels=levels if shift == 0 else None)
+            tails.append(real_t)
+        self.out.argument.update({"full trip counts": explored, "tail trip counts": tails,
+                                  "covers": "every trip count allowed by 'where'"})
+        self.out.argument["big T"] = t_big
+
+    def _eval_t(self, group: Group, sizes: Mapping[str, int]) -> int:
+        from tilesafe.semantics.events import compile_expr
+        return int(compile_expr(group.t_expr, self.model.lets)(sizes))
+
+    def _min_trip(self, group: Group) -> int | None:
+        enc = Enc(self.k, self.model, "", {})
+        s = z3.Optimize()
+        s.set("timeout", self.timeout_ms)
+        s.add(*enc.where())
+        t = enc.term(group.t_expr)
+        s.add(t >= -(1 << 20))
+        h = s.minimize(t)
+        if s.check() != z3.sat:
+            return None
+        return s.lower(h).as_long()
+
+    def _bounded(self, group: Group) -> None:
+        lo = self._min_trip(group)
+        enc = Enc(self.k, self.model, "", {})
+        s = z3.Optimize()
+        s.add(*enc.where())
+        h = s.maximize(enc.term(group.t_expr))
+        if lo is None or s.check() != z3.sat:
+            self.out.complete = False
+            self.out.reason = "could not bound the trip count"
+            return
+        hi = s.upper(h).as_long()
+        if hi - lo > 64:
+            self._window_only(group)
+            self.out.complete = False
+            self.out.reason = "trip count bounded but too wide to enumerate"
+            return
+        for t in range(lo, hi + 1):
+            sizes = self._sizes_for(group, t)
+            if sizes is not None:
+                self._explore(Config(sizes, t, "full"))
+        self.out.argument.update({"kind": "every allowed trip count explored",
+                                  "trips": [lo, hi]})
+
+    def _window_only(self, group: Group, width: int = 8) -> None:
+        """Explore small trip counts for counterexamples (no proof)."""
+        lo = self._min_trip(group)
+        lo = max(lo if lo is not None else 0, 0)
+        for t in range(lo, lo + width):
+            sizes = self._sizes_for(group, t)
+            if sizes is not None:
+                self._explore(Config(sizes, t, "full"))
+
+    def _fallback(self, why: str, group: Group | None = None) -> None:
+        self.out.complete = False
+        self.out.reason = why
+        if group is not None:
+            self._window_only(group)
+            return
+        # Sample a few size assignments, smallest first, for counterexamples.
+        seen: list[dict] = []
+        for _ in range(4):
+            excl = [lambda enc, d=d: z3.Or([enc.sizes[n] != v for n, v in d.items()])
+                    for d in seen if d]
+            sizes = self._some_sizes(excl)
+            if sizes is None:
+                break
+            seen.append(sizes)
+            self._explore(Config(sizes, None, "full"))
+            if not sizes:
+                break
+
+    # -- explorations ------------------------------------------------------------------------
+
+    def _explore(self, cfg: Config) -> None:
+        mach = Machine(self.model, cfg.sizes, period=None)
+        res = search(mach, [mach.initial()], self.por, self.max_states)
+        self._absorb(res, cfg, mach)
+
+    def _absorb(self, res: SearchResult, cfg: Config, mach: Machine, levels=None) -> None:
+        self.out.states += res.stats.states
+        self.out.transitions += res.stats.transitions
+        self.out.explorations.append({"trip": cfg.trip, "kind": cfg.kind, "sizes": cfg.sizes,
+                                      "states": res.stats.states,
+                                      "complete": res.stats.complete})
+        if not res.stats.complete:
+            self.out.complete = False
+            self.out.reason = res.stats.reason
+        if res.first_final is not None and len(self.out.finals) < 1:
+            self.out.finals.append((res.first_final, mach))
+        for f in res.findings.values():
+            if levels is not None and f.root in levels.parent_of:
+                f = _prefix(f, levels)
+            self.out.findings.append((f, cfg, mach))
+
+
+def _share_atoms(dst: Machine, src: Machine) -> None:
+    """Tails continue states of the big system: use its atoms and waiter sets."""
+    dst.atoms, dst.atom_buf, dst.atom_mask = src.atoms, src.atom_buf, src.atom_mask
+    dst.waiters, dst.guard_atoms = src.waiters, src.guard_atoms
+    dst._ev.clear()
+    dst.fut = []
+    dst._futures()
+
+
+def _prefix(f: Finding, levels: _Levels) -> Finding:
+    """Extend a path that starts at a level-set state back to the initial state."""
+    path = levels.path_to(f.root)
+    return Finding(f.code, f.message, f.span, path + f.path, levels.root, f.soft, f.detail)
+
+
+class _Levels:
+    """Level-by-level exploration of the system with one huge trip count."""
+
+    def __init__(self, arg: Argument, mach: Machine, group: Group) -> None:
+        self.arg = arg
+        self.m = mach
+        self.group = group
+        self.period = arg.period
+        self.sets: list[set] = []
+        self.norms: list[frozenset] = []
+        self.findings: dict[str, Finding] = {}
+        self.finding_level: dict[str, int] = {}
+        self.states = 0
+        self.transitions = 0
+        self.drift = 0
+        self.m0 = self.p = -1
+        self.parent_of: dict = {}
+        self.root = mach.initial()
+        self.param = {a: ag.param_loop for a, ag in enumerate(mach.agents)
+                      if ag.param_loop is not None}
+
+    def progress(self, state: tuple, a: int) -> int:
+        enter, nxt, depth, _ = self.param[a]
+        pc, ctrs = state[0][a]
+        if pc < enter:
+            return 0
+        if pc > nxt or self.m.agents[a].code[pc].op == END:
+            return HUGE_TRIP * 4
+        return ctrs[depth]
+
+    def level(self, state: tuple) -> tuple[int, int]:
+        ps = [self.progress(state, a) for a in self.param]
+        return min(ps), max(ps) - min(ps)
+
+    def normal(self, state: tuple, m: int) -> tuple:
+        agents = list(state[0])
+        for a, (enter, nxt, depth, _) in self.param.items():
+            pc, ctrs = agents[a]
+            if enter < pc < nxt:
+                agents[a] = (pc, ctrs[:depth] + (ctrs[depth] - m,) + ctrs[depth + 1:])
+        return (tuple(agents),) + state[1:]
+
+    def path_to(self, st: tuple) -> tuple:
+        out = []
+        while self.parent_of.get(st) is not None:
+            st, mv = self.parent_of[st]
+            out.append(mv)
+        return tuple(reversed(out))
+
+    def run(self) -> tuple[bool, str]:
+        m = self.m
+        por = self.arg.por
+        frontier = [self.root]
+        self.parent_of[self.root] = None
+        for lvl in range(MAX_LEVELS):
+            current: set = set(frontier)
+            queue = list(frontier)
+            nxt: list = []
+            while queue:
+                st = queue.pop()
+                self.states += 1
+                if self.states > self.arg.max_states:
+                    return False, f"state limit {self.arg.max_states} reached"
+                succ, enabled, _ = m.successors(st, por)
+                if not enabled:
+                    live = [a for a in range(m.n) if m.instr(st, a).op != END]
+                    if live or st[3]:
+                        code, why = m.classify_deadlock(st)
+                        self._find(Finding(code, why, None, self.path_to(st), self.root, False,
+                                           {"state": st}), lvl)
+                    continue
+                for mv, new, info in succ:
+                    self.transitions += 1
+                    if new is None:
+                        self._find(Finding(info.code, info.message, info.span,
+                                           self.path_to(st) + (mv,), self.root, False,
+                                           {"state": st, **info.detail}), lvl)
+                        continue
+                    if info is not None:
+                        self._find(Finding(info.code, info.message, info.span,
+                                           self.path_to(st) + (mv,), self.root, True,
+                                           {"state": st, **info.detail}), lvl)
+                    if new in self.parent_of:
+                        continue
+                    self.parent_of[new] = (st, mv)
+                    lv, drift = self.level(new)
+                    if drift > MAX_DRIFT:
+                        return False, ("the agents drift apart without bound (more than "
+                                       f"{MAX_DRIFT} iterations); explored small trip counts "
+                                       "only")
+                    self.drift = max(self.drift, drift)
+                    if lv == lvl:
+                        current.add(new)
+                        queue.append(new)
+                    else:
+                        nxt.append(new)
+            self.sets.append(current)
+            self.norms.append(frozenset(self.normal(s, lvl) for s in current)
+                              | {("level mod", lvl % self.period)})
+            if not nxt:
+                return False, "every run ends within the explored levels (trip count too small?)"
+            frontier = nxt
+            for p in range(self.period, min(lvl, 8 * self.period) + 1, self.period):
+                if self.norms[lvl] == self.norms[lvl - p]:
+                    self.m0, self.p = lvl - p, p
+                    return True, ""
+        return False, f"no periodic level structure within {MAX_LEVELS} levels"
+
+    def shift(self, state: tuple, delta: int) -> tuple:
+        """The same state with every parametric loop `delta` iterations further on."""
+        if delta == 0:
+            return state
+        agents = list(state[0])
+        for a, (enter, nxt, depth, _) in self.param.items():
+            pc, ctrs = agents[a]
+            if enter < pc < nxt:
+                agents[a] = (pc, ctrs[:depth] + (ctrs[depth] + delta,) + ctrs[depth + 1:])
+        return (tuple(agents),) + state[1:]
+
+    def _find(self, f: Finding, lvl: int) -> None:
+        if f.code not in self.findings:
+            self.findings[f.code] = f
+            self.finding_level[f.code] = lvl
+
+
+def _divisors(n: int) -> list[int]:
+    return sorted({d for i in range(1, int(n ** 0.5) + 1) if n % i == 0 for d in (i, n // i)})
+
+
+def _divisor_product(e: ir.Expr, uid: int | None, lets: Any) -> int:
+    """Product of the divisors of / and % nodes whose operand depends on the loop variable
+    (or, with uid None, on the sizes): a period candidate."""
+    prod = 1
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, ir.LocalRef) and not x.mutable and x.uid in lets.table:
+            stack.append(lets.table[x.uid])
+        elif isinstance(x, ir.BinOp):
+            if x.op in ("/", "%") and isinstance(x.rhs, ir.IntConst):
+                fv = free_vars(x.lhs, lets)
+                hit = (f"loop:{uid}" in fv) if uid is not None else any(
+                    v.startswith("size:") for v in fv)
+                if hit:
+                    prod *= x.rhs.value
+            stack.extend((x.lhs, x.rhs))
+        elif isinstance(x, ir.UnOp):
+            stack.append(x.operand)
+        elif isinstance(x, ir.Call):
+            stack.extend(x.args)
+    return max(1, prod)
+
+
+def _show(e: ir.Expr) -> str:
+    if isinstance(e, ir.IntConst):
+        return str(e.value)
+    if isinstance(e, ir.SizeVar):
+        return e.name
+    if isinstance(e, ir.LoopVar):
+        return e.name
+    if isinstance(e, ir.LocalRef):
+        return e.name
+    if isinstance(e, ir.BinOp):
+        return f"({_show(e.lhs)} {e.op} {_show(e.rhs)})"
+    return "..."
+
+
+def explore_all(model: Model, por: bool, max_states: int, timeout_ms: int) -> Outcome:
+    """The verdict material for a model: see the module docstring."""
+    return Argument(model, por, max_states, timeout_ms).run()
+
+
+__all__ = ["Config", "Outcome", "explore_all", "Instr", "Stats"]
