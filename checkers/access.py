@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import islpy as isl
+
 from tilesafe.checkers.obligation import Obligation, Verdict
 from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend import ir

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+
 from tilesafe.checkers.obligation import Obligation, Verdict
 from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend import ir
@@ -54,6 +55,7 @@ def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:
             low = _exhaustive_nonnegative(buf, low.reason, low.seconds)
         out.append(_obligation(kernel, buf, "offsets non-negative", low, "TS102", setup,
                                _below_message(buf, low.witness)))
+        realised = realised and low.ok
     if realised and kernel.shared:
         out.append(_capacity(kernel))
     return out

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 
 import islpy as isl
 import numpy as np
+
 from tilesafe.checkers.obligation import Obligation, Verdict
 from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend import ir

@@ -186,6 +186,9 @@ class Argument:
         self.max_states = max_states
         self.timeout_ms = timeout_ms
         self.out = Outcome(True, "")
+        self._base: z3.Solver | None = None
+        self._enc0: Enc | None = None
+        self._sizes_cache: dict[int, dict[str, int] | None] = {}
 
     # -- entry -------------------------------------------------------------------------------
 
@@ -251,23 +254,42 @@ class Argument:
             s.add(shared["thread"] >= 0, shared["thread"] < self.k.block)
 
     def _some_sizes(self, extra: list, small: bool = True) -> dict[str, int] | None:
-        """A size assignment satisfying `where` (and extra constraints on T)."""
-        enc = Enc(self.k, self.model, "", {})
-        s = z3.Optimize() if small else _solver(self.timeout_ms)
-        s.set("timeout", self.timeout_ms)
-        s.add(*enc.where())
-        for c in extra:
-            s.add(c(enc))
-        if small:
-            for v in enc.sizes.values():
-                s.add(v >= -(1 << 30), v <= (1 << 40))
-            if enc.sizes:
-                s.minimize(z3.Sum([z3.If(v >= 0, v, -v) for v in enc.sizes.values()]))
-        res = s.check()
-        if res == z3.unknown:
-            raise Timeout("size search")
-        if res != z3.sat:
-            return None
+        """A size assignment satisfying `where` and `extra`; with `small`, one whose sizes
+        are small (for readable counterexamples): bounds on |size| doubled until sat."""
+        if self._base is None:
+            self._enc0 = Enc(self.k, self.model, "", {})
+            self._base = _solver(self.timeout_ms)
+            self._base.add(*self._enc0.where())
+        enc, s = self._enc0, self._base
+        s.push()
+        try:
+            for c in extra:
+                s.add(c(enc))
+            if not small or not enc.sizes:
+                res = s.check()
+                if res == z3.unknown:
+                    raise Timeout("size search")
+                return self._model_sizes(s, enc) if res == z3.sat else None
+            bound = 256
+            while bound <= (1 << 44):
+                s.push()
+                s.add(*[z3.And(v <= bound, v >= -bound) for v in enc.sizes.values()])
+                res = s.check()
+                if res == z3.sat:
+                    out = self._model_sizes(s, enc)
+                    s.pop()
+                    return out
+                s.pop()
+                bound *= 16
+            res = s.check()
+            if res == z3.unknown:
+                raise Timeout("size search")
+            return self._model_sizes(s, enc) if res == z3.sat else None
+        finally:
+            s.pop()
+
+    @staticmethod
+    def _model_sizes(s: z3.Solver, enc: Enc) -> dict[str, int]:
         mdl = s.model()
         return {n: mdl.eval(v, model_completion=True).as_long() for n, v in enc.sizes.items()}
 
@@ -301,6 +323,8 @@ class Argument:
         return Group(t_expr, offsets, loops), ""
 
     def _offset(self, t_ref: ir.Expr, t_other: ir.Expr) -> int | None:
+        if _shape(t_ref) == _shape(t_other):
+            return 0
         sizes = self._some_sizes([])
         if sizes is None:
             return None
@@ -349,7 +373,7 @@ class Argument:
             l0 = math.lcm(l0, _divisor_product(e, None, lets))
         l0 = min(l0, 1 << 12)
         period = None
-        for cand in _divisors(l0):
+        for cand in [l0] + [d for d in _divisors(l0) if d != l0]:
             if self._query_in(group, pos["in"], cand, None) and \
                     self._query_post(group, pos["post"], cand):
                 period = cand
@@ -372,33 +396,35 @@ class Argument:
         return True, ""
 
     def _query_in(self, group: Group, items: list, period: int, far: int | None) -> bool:
+        """Terms inside the parametric loops depend on (i mod L, T - i) only (far None),
+        or on i mod L only once T - i >= far. One query for all agents: each agent gets its
+        own pair of iterations, the sizes are shared per copy."""
         if not items:
             return True
+        shared: dict = {}
+        x, y = Enc(self.k, self.model, "", shared), Enc(self.k, self.model, "_2", shared)
+        tx, ty = x.term(group.t_expr), y.term(group.t_expr)
+        s = _solver(self.timeout_ms)
+        s.add(*x.where(), *y.where())
+        diffs = []
         by_agent: dict[int, list[ir.Expr]] = {}
         for a, e in items:
             by_agent.setdefault(a, []).append(e)
         for a, exprs in by_agent.items():
             loop = group.loops[a]
-            shared: dict = {}
-            x, y = Enc(self.k, self.model, "", shared), Enc(self.k, self.model, "_2", shared)
-            i, j = z3.Int("i"), z3.Int("i_2")
+            i, j = z3.Int(f"i{a}"), z3.Int(f"i{a}_2")
             x.loops[loop.var.uid] = x.term(loop.lo) + loop.step * i
             y.loops[loop.var.uid] = y.term(loop.lo) + loop.step * j
-            tx, ty = x.term(group.t_expr), y.term(group.t_expr)
             c = group.offsets[a]
-            s = _solver(self.timeout_ms)
-            s.add(*x.where(), *y.where(), i >= 0, j >= 0, i < tx + c, j < ty + c,
-                  (i - j) % period == 0)
+            s.add(i >= 0, j >= 0, i < tx + c, j < ty + c, (i - j) % period == 0)
             if far is None:
                 s.add(tx - i == ty - j)
             else:
                 s.add(tx - i >= far, ty - j >= far)
-            diffs = [x.term(e) != y.term(e) for e in exprs]
-            self._thread_range(s, shared)
-            s.add(z3.Or(diffs))
-            if _check(s, self.out.queries) != z3.unsat:
-                return False
-        return True
+            diffs.extend(x.term(e) != y.term(e) for e in exprs)
+        self._thread_range(s, shared)
+        s.add(z3.Or(diffs))
+        return _check(s, self.out.queries) == z3.unsat
 
     def _query_pre(self, group: Group, items: list, far: int) -> bool:
         if not items:
@@ -429,17 +455,29 @@ class Argument:
     # -- 3 + 4. level sets and the window ---------------------------------------------------
 
     def _sizes_for(self, group: Group, trip: int) -> dict[str, int] | None:
-        return self._some_sizes([lambda enc: enc.term(group.t_expr) == trip])
+        if trip not in self._sizes_cache:
+            self._sizes_cache[trip] = self._some_sizes(
+                [lambda enc: enc.term(group.t_expr) == trip])
+        return self._sizes_cache[trip]
 
     def _periodic(self, group: Group) -> None:
-        big = self._some_sizes([lambda enc: enc.term(group.t_expr) >= HUGE_TRIP], small=False)
+        lo, hi = self._min_trip(group), self._max_trip(group)
+        if lo is None:
+            self.out.complete = False
+            self.out.reason = "no sizes satisfy the 'where' clause"
+            return
+        if hi is not None and hi - lo <= 24:
+            self._bounded(group, lo, hi)  # few trip counts: explore each one outright
+            return
+        t_far = HUGE_TRIP if hi is None else min(hi, HUGE_TRIP)
+        big = self._sizes_for(group, t_far)
         if big is None:
-            # T is bounded: every allowed trip count can be explored outright.
-            self._bounded(group)
+            self._fallback("no size assignment reaches a large trip count", group)
             return
         t_big = int(self._eval_t(group, big))
         mach = Machine(self.model, big, period=self.period)
         levels = _Levels(self, mach, group)
+        levels.t_far = t_big + min(group.offsets.values())
         ok, why = levels.run()
         self.out.states += levels.states
         self.out.transitions += levels.transitions
@@ -457,7 +495,6 @@ class Argument:
         self.out.argument.update({"m0": m0, "P": period, "D": drift, "K": k,
                                   "levels": len(levels.sets),
                                   "level sizes": [len(x) for x in levels.sets]})
-        lo = self._min_trip(group)
         hi_full = k - 1
         explored = []
         # Small trip counts: full explorations.
@@ -518,28 +555,29 @@ class Argument:
             return None
         return s.lower(h).as_long()
 
-    def _bounded(self, group: Group) -> None:
-        lo = self._min_trip(group)
+    def _max_trip(self, group: Group) -> int | None:
+        """The largest allowed trip count, or None when it is unbounded (above 2**40)."""
         enc = Enc(self.k, self.model, "", {})
         s = z3.Optimize()
+        s.set("timeout", self.timeout_ms)
         s.add(*enc.where())
-        h = s.maximize(enc.term(group.t_expr))
-        if lo is None or s.check() != z3.sat:
-            self.out.complete = False
-            self.out.reason = "could not bound the trip count"
-            return
-        hi = s.upper(h).as_long()
-        if hi - lo > 64:
-            self._window_only(group)
-            self.out.complete = False
-            self.out.reason = "trip count bounded but too wide to enumerate"
-            return
+        t = enc.term(group.t_expr)
+        s.add(t <= (1 << 40))
+        h = s.maximize(t)
+        if s.check() != z3.sat:
+            return None
+        value = s.upper(h).as_long()
+        return None if value >= (1 << 40) else value
+
+    def _bounded(self, group: Group, lo: int, hi: int) -> None:
+        explored = []
         for t in range(lo, hi + 1):
             sizes = self._sizes_for(group, t)
             if sizes is not None:
+                explored.append(t)
                 self._explore(Config(sizes, t, "full"))
         self.out.argument.update({"kind": "every allowed trip count explored",
-                                  "trips": [lo, hi]})
+                                  "full trip counts": explored})
 
     def _window_only(self, group: Group, width: int = 8) -> None:
         """Explore small trip counts for counterexamples (no proof)."""
@@ -628,6 +666,7 @@ class _Levels:
         self.root = mach.initial()
         self.param = {a: ag.param_loop for a, ag in enumerate(mach.agents)
                       if ag.param_loop is not None}
+        self.t_far = 0
 
     def progress(self, state: tuple, a: int) -> int:
         enter, nxt, depth, _ = self.param[a]
@@ -699,6 +738,8 @@ class _Levels:
                                        f"{MAX_DRIFT} iterations); explored small trip counts "
                                        "only")
                     self.drift = max(self.drift, drift)
+                    if lv + drift + 2 * self.arg.margin + 4 >= self.t_far:
+                        return False, "the far trip count is too small for the level argument"
                     if lv == lvl:
                         current.add(new)
                         queue.append(new)
@@ -731,6 +772,16 @@ class _Levels:
         if f.code not in self.findings:
             self.findings[f.code] = f
             self.finding_level[f.code] = lvl
+
+
+def _shape(e: Any) -> Any:
+    """A term without its spans (structural equality)."""
+    if isinstance(e, ir.Expr):
+        return (type(e).__name__,) + tuple(_shape(getattr(e, f)) for f in e.__dataclass_fields__
+                                           if f not in ("span", "type"))
+    if isinstance(e, tuple):
+        return tuple(_shape(x) for x in e)
+    return e
 
 
 def _divisors(n: int) -> list[int]:
