@@ -42,11 +42,12 @@ from tilesafe.semantics.access import (
     AccessRelation,
     Kind,
     collect,
+    params_env,
     point_values,
     valid_indices,
     where_params,
 )
-from tilesafe.semantics.affine import CondSets, NotAffine, eval_sizes
+from tilesafe.semantics.affine import CondSets, NotAffine, constant, eval_sizes, term
 
 CHECKER = "access"
 METHOD = "isl"
@@ -155,7 +156,7 @@ def _in_bounds(kernel: ir.Kernel, ctx: isl.Context, a: AccessRelation) -> _Resul
         return _Result(Verdict.UNKNOWN, "an out-of-bounds index is possible only if the "
                        f"unmodelled guard allows it: {'; '.join(a.dropped)}", INEXACT,
                        evidence=evidence)
-    params, coords = point_values(under.wrap().sample_point())
+    params, coords = point_values(_sample(kernel, under.wrap()))
     n = len(a.dims)
     cex = _instance(kernel, a, params, coords[:n])
     index = coords[n:]
@@ -202,6 +203,9 @@ def _at_most_once(kernel: ir.Kernel, writers: Sequence[AccessRelation]) -> _Resu
         "query": "for each pair of writers i <= j: is_empty(W_i . W_j^-1 minus identity "
                  "(i = j) minus same-instance pairs of opposite if-branches)",
     }
+    dropped = [g for w in writers for g in w.dropped]
+    if dropped:
+        evidence["dropped_guards"] = dropped
     conflicts: dict[str, str] = {}
     evidence["conflicts"] = conflicts
     open_pairs = []
@@ -223,9 +227,9 @@ def _at_most_once(kernel: ir.Kernel, writers: Sequence[AccessRelation]) -> _Resu
     tensor = writers[0].tensor
     if open_pairs:
         a, b = open_pairs[0]
-        dropped = "; ".join(a.dropped + b.dropped)
+        reasons = "; ".join(a.dropped + b.dropped)
         return _Result(Verdict.UNKNOWN, f"{tensor}: writers at {_at(a.span)} and {_at(b.span)} "
-                       f"may collide unless an unmodelled guard prevents it: {dropped}",
+                       f"may collide unless an unmodelled guard prevents it: {reasons}",
                        INEXACT, evidence=evidence)
     return _Result(Verdict.PROVED, f"no element of {tensor} is written twice", evidence=evidence)
 
@@ -235,7 +239,7 @@ def _twice(kernel: ir.Kernel, a: AccessRelation, b: AccessRelation, pairs: isl.M
     assert a.relation_under is not None and b.relation_under is not None
     both = a.relation_under.reverse().range_product(b.relation_under.reverse())
     both = both.intersect_range(pairs.wrap())  # element -> [a-instance -> b-instance]
-    params, coords = point_values(both.wrap().sample_point())
+    params, coords = point_values(_sample(kernel, both.wrap()))
     rank = len(kernel.tensor(a.tensor).shape)
     element = coords[:rank]
     first = _instance(kernel, a, params, coords[rank:rank + len(a.dims)])
@@ -267,6 +271,9 @@ def _at_least_once(kernel: ir.Kernel, ctx: isl.Context, tensor: str,
         "target": str(target_over), "written": str(written_under.coalesce()),
         "query": "is_empty(target.subtract(union of writer ranges))",
     }
+    dropped = [g for w in writers for g in w.dropped]
+    if dropped:
+        evidence["dropped_guards"] = dropped
     if missing.is_empty():
         return _Result(Verdict.PROVED, f"every element of {tensor} is written for every "
                        "allowed size", evidence=evidence)
@@ -278,7 +285,7 @@ def _at_least_once(kernel: ir.Kernel, ctx: isl.Context, tensor: str,
         return _Result(Verdict.UNKNOWN, f"{tensor} is fully written only if unmodelled "
                        f"guards allow it: {'; '.join(reasons) or 'where clause'}", INEXACT,
                        evidence=evidence)
-    params, element = point_values(surely.sample_point())
+    params, element = point_values(_sample(kernel, surely))
     cex = {"sizes": params, "element": element,
            "shape": [eval_sizes(e, params) for e in kernel.tensor(tensor).shape]}
     message = (f"{tensor}[{', '.join(map(str, element))}] is never written at sizes "
@@ -287,6 +294,21 @@ def _at_least_once(kernel: ir.Kernel, ctx: isl.Context, tensor: str,
 
 
 # ---- counterexample formatting ------------------------------------------------------------
+
+
+def _sample(kernel: ir.Kernel, violations: isl.Set) -> isl.Point:
+    """A point of a non-empty set, preferring sizes whose grid launches at least one block
+    in every dimension (an empty grid is a launch error of its own, and a counterexample
+    that can be run is more useful)."""
+    env = params_env(kernel, violations.get_ctx())
+    launchable = env.universe()
+    for g in kernel.grid:
+        try:
+            launchable = launchable.intersect(term(g, env).ge_set(constant(env, 1)))
+        except NotAffine:
+            continue
+    preferred = violations.intersect_params(launchable.params())
+    return (violations if preferred.is_empty() else preferred).sample_point()
 
 
 def _instance(kernel: ir.Kernel, a: AccessRelation, params: Mapping[str, int],

@@ -27,6 +27,7 @@ CHECKERS: dict[str, str] = {
     "layout": "tilesafe.checkers.layout",
     "access": "tilesafe.checkers.access",
     "tma": "tilesafe.checkers.tma",
+    "banks": "tilesafe.checkers.banks",
 }
 
 

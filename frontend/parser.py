@@ -9,6 +9,7 @@ from importlib import resources
 
 import lark
 from lark import Lark, Token, Transformer, v_args
+
 from tilesafe.frontend import ast
 from tilesafe.frontend import diagnostics as dg
 from tilesafe.frontend.diagnostics import Diagnostic, DiagnosticError

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 
 import islpy as isl
+
 from tilesafe.frontend import ir
 from tilesafe.frontend.span import Span
 from tilesafe.semantics.affine import (

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import islpy as isl
+
 from tilesafe.frontend import ir
 
 SET = isl.dim_type.set

@@ -7,14 +7,14 @@ interleavings of independent steps.
 
 State (a tuple, hashed as a whole):
   agents   per class: (pc, loop counters); pc always points at a visible instruction
-  bars     per barrier instance: (MbarrierState, initialising class or -1, fenced, phases
-           completed capped at 3)
+  bars     per barrier instance: (BarSt, initialising class or -1, fenced, phases
+           completed capped at 2 -- only a first wait needs it)
   obs      per (class, instance): phases completed that the class has not yet observed
            with a wait (0, 1, 2 = two or more), or -1 before its first wait
   copies   sorted in-flight copies: ("L", instance, bytes, issued-in-current-phase, atoms)
            and ("S", class, group age, atoms, fraction) (age 0 = open bulk group)
-  perms    ownership only, per atom of shared memory: (holders with their fractions,
-           unfenced generic writers, classes that released the atom by an arrive)
+  perms    ownership only, per atom of shared memory: (holders with their shares in
+           integer units of the atom, unfenced generic writers (class, published?))
 
 Permission holders: ("A", class), ("F",) free (claimable: after init and after `sync`),
 ("P", instance) deposited into a barrier's current phase, ("E", instance, class) released
@@ -30,11 +30,12 @@ without a cycle proviso preserve every reachable deadlock and every reachable er
 from __future__ import annotations
 
 import itertools
+import math
 from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 
 from tilesafe.frontend import ir
 from tilesafe.frontend.span import Span
@@ -50,11 +51,82 @@ from tilesafe.semantics.events import (
 )
 
 END = "end"
-ONE = Fraction(1)
+_EMPTY: frozenset = frozenset()
+_SYNC = frozenset({("s",)})
 FREE = ("F",)
 # mbarrier model codes (semantics/mbarrier.py) -> barrier-checker codes.
 MODEL_CODES = {"TS410": "TS401", "TS414": "TS402", "TS412": "TS403", "TS411": "TS403",
                "TS413": "TS404", "TS415": "TS408", "TS416": "TS407"}
+
+
+class BarSt(NamedTuple):
+    """One mbarrier as a plain tuple (fast to hash). The operations below follow
+    semantics/mbarrier.py (the executable PTX model) step for step, with its constants and
+    error codes; tests/test_barrier_checker.py checks that they agree on random sequences."""
+
+    initialized: bool = False
+    parity: int = 0
+    pending: int = 0
+    expected: int = 0
+    tx: int = 0
+
+
+def _tx_after(st: BarSt, nbytes: int, sign: int) -> int:
+    if not 0 <= nbytes <= mb.TX_MAX:
+        raise mb.MbarrierError("TS413", f"tx operand {nbytes} is outside 0..{mb.TX_MAX}")
+    new = st.tx + sign * nbytes
+    if not mb.TX_MIN <= new <= mb.TX_MAX:
+        raise mb.MbarrierError("TS413", f"tx-count would become {new}, outside "
+                               f"{mb.TX_MIN}..{mb.TX_MAX}")
+    return new
+
+
+def _settle(st: BarSt) -> BarSt:
+    if st.pending == 0 and st.tx == 0:
+        return BarSt(True, st.parity ^ 1, st.expected, st.expected, 0)
+    return st
+
+
+def _need_init(st: BarSt, op: str) -> None:
+    if not st.initialized:
+        raise mb.MbarrierError("TS410", f"{op} on an uninitialised mbarrier")
+
+
+def bar_init(st: BarSt, count: int) -> BarSt:
+    if st.initialized:
+        raise mb.MbarrierError("TS414", "mbarrier.init on a live mbarrier (inval it first)")
+    if not 1 <= count <= mb.COUNT_MAX:
+        raise mb.MbarrierError("TS411", f"init count {count} is outside 1..{mb.COUNT_MAX}")
+    return BarSt(True, 0, count, count, 0)
+
+
+def bar_arrive(st: BarSt, count: int = 1) -> BarSt:
+    _need_init(st, "arrive")
+    if not 1 <= count <= mb.COUNT_MAX:
+        raise mb.MbarrierError("TS412", f"arrival count {count} is outside 1..{mb.COUNT_MAX}")
+    if count > st.pending:
+        raise mb.MbarrierError("TS412", f"{count} arrival(s) but only {st.pending} pending "
+                               "(undefined behaviour)")
+    return _settle(st._replace(pending=st.pending - count))
+
+
+def bar_arrive_expect_tx(st: BarSt, nbytes: int) -> BarSt:
+    _need_init(st, "arrive.expect_tx")
+    return bar_arrive(st._replace(tx=_tx_after(st, nbytes, +1)), 1)
+
+
+def bar_expect_tx(st: BarSt, nbytes: int) -> BarSt:
+    _need_init(st, "expect_tx")
+    new = _tx_after(st, nbytes, +1)
+    if new == 0 and st.pending == 0 and nbytes != 0:
+        raise mb.MbarrierError("TS416", "expect_tx returns tx-count to zero after all "
+                               "arrivals: whether the phase completes is not specified by PTX")
+    return st._replace(tx=new)
+
+
+def bar_complete_tx(st: BarSt, nbytes: int) -> BarSt:
+    _need_init(st, "complete_tx")
+    return _settle(st._replace(tx=_tx_after(st, nbytes, -1)))
 
 
 @dataclass(frozen=True)
@@ -106,6 +178,7 @@ class Machine:
         self._ev: dict[tuple, Any] = {}
         self._settle: dict[tuple, tuple[int, tuple[int, ...]]] = {}
         self.bar_len = {b.name: b.instances for b in self.k.barriers}
+        self.labels = [model.label(i) for i in range(len(model.instances))]
         self.bar_count = {b.name: b.count for b in self.k.barriers}
         self.step_errors: list = []
         self.atoms: dict[str, list[int]] = {}
@@ -113,8 +186,16 @@ class Machine:
         self.atom_mask: list[int] = []
         self.waiters: list[tuple[int, ...]] = [() for _ in range(self.ninst)]
         self.guard_atoms: list[tuple[int, ...]] = [() for _ in range(self.ninst)]
-        self.read_share = Fraction(1, self.n + 1)
-        self.fut: list[tuple[frozenset, ...]] = []
+        # Permissions in integer units of one atom: every share the rules create (a read
+        # share 1/(n+1), a phase split among its waiters, a TMA store's half) divides it.
+        self.unit = math.lcm(*range(1, self.n + 2)) ** 2 * (1 << 24)
+        self.read_share = self.unit // (self.n + 1)
+        self.fut: list[tuple[tuple[frozenset, frozenset], ...]] = []
+        self.static_w: list[tuple[frozenset, ...]] = []
+        self._static_cache: dict = {}
+        self._por_cache: dict = {}
+        self._copy_cache: dict = {}
+        self.static_u: list[tuple] = []
         self._prepass()
         self._futures()
 
@@ -207,7 +288,7 @@ class Machine:
                              "buffer", ins.stmt.span)
             return ("ok", inst, self.atoms_of(ins.buffer, mask) if self.ownership else ())
         if op == "access":
-            fp = footprint(ins.access, env, self.agents[a].cls.threads, self.k)
+            fp = self.footprint(a, ins, env)
             reads, writes, exact = [], [], True
             for buf, (r, w, ex) in fp.items():
                 reads.extend(self.atoms_of(buf, r))
@@ -217,6 +298,17 @@ class Machine:
         return ("ok",)
 
     # ---- atoms and waiters (ownership) -----------------------------------------------------
+
+    def footprint(self, a: int, ins: Instr, env: Mapping[str, Any]) -> dict:
+        """Footprints depend only on loop variables (terms with sizes are over-approximated
+        to the whole buffer), so they are cached on the model across machines."""
+        cache = self.model.__dict__.setdefault("_fp_cache", {})
+        key = (a, id(ins), tuple(sorted((k, v) for k, v in env.items() if k.startswith("L"))))
+        hit = cache.get(key)
+        if hit is None:
+            hit = footprint(ins.access, env, self.agents[a].cls.threads, self.k)
+            cache[key] = hit
+        return hit
 
     def atoms_of(self, buf: str, mask: int) -> tuple[int, ...]:
         if mask == 0:
@@ -275,7 +367,7 @@ class Machine:
                         elif not self.ownership:
                             continue
                         elif ins.op == "access":
-                            fp = footprint(ins.access, env, ag.cls.threads, self.k)
+                            fp = self.footprint(a, ins, env)
                             for buf, (r, w, _) in fp.items():
                                 regions[buf].update(m for m in (r, w) if m)
                         else:
@@ -312,44 +404,47 @@ class Machine:
                 self.guard_atoms[self.model.inst_id(b.name, i)] = self.atoms_of(buf.name, mask)
 
     def _futures(self) -> None:
-        """Instance-level objects each agent may touch from each pc on, up to its next
-        `sync`: the union of what every evaluation of each instruction touches, propagated
-        backwards over the CFG."""
+        """Per agent and pc, the objects it may still read / write up to its next `sync`:
+        the union over every evaluation of each instruction, propagated backwards over the
+        control-flow graph. Keys: ("b", instance), ("m", atom), ("g", class) bulk groups,
+        ("s",) the block barrier, ("w", id) a per-warp convergence point."""
+        self.static_u = [self._written_atoms(a) for a in range(self.n)]
         for a, ag in enumerate(self.agents):
             code = ag.code
-            writes: set = set()
-            stores: set = set()
+            writes_atoms: set = set()
             inits: set = set()
-            own: list[set] = []
+            reads: list[set] = []
+            wrs: list[set] = []
             for ins in code:
-                objs: set = set()
+                r: set = set()
+                w: set = set()
                 if ins.op in ("wait", "arrive", "expect_tx", "tma_load", "tma_store", "access",
                               "init"):
                     for ctrs in self._envs(a, ins):
                         ev = self._evaluate_safe(a, ins, self.env(a, ins, ctrs))
                         if ev is None:
                             continue
-                        objs.update(self._objects(a, ins, ev))
+                        rr, ww = self._objects(a, ins, ev)
+                        r.update(rr)
+                        w.update(ww)
                         if ins.op == "access":
-                            writes.update(("m", self.atom_buf[x], x) for x in ev[2])
-                        elif ins.op == "tma_store":
-                            stores.update(("m", self.atom_buf[x], x) for x in ev[2])
+                            writes_atoms.update(("u", x) for x in ev[2])
                         elif ins.op == "init":
-                            inits.update(("b", ins.bar, i) for i in ev[1])
+                            inits.update(ww)
                 if ins.op == "sync":
-                    objs.add(("s",))
+                    w.add(("s",))
                 if ins.op in ("tma_store", "commit", "wait_group"):
-                    objs.add(("g", a))
+                    w.add(("g", a))
                 if ins.op == "arrive" and ins.per_warp:
-                    objs.add(("w", id(ins.stmt)))
-                own.append(objs)
+                    w.add(("w", id(ins.stmt)))
+                reads.append(r)
+                wrs.append(w)
             for pc, ins in enumerate(code):
                 if ins.op == "fence_init":
-                    own[pc] |= inits
+                    wrs[pc] |= inits
                 elif ins.op == "fence_proxy" and self.ownership:
-                    own[pc] |= writes
-                elif ins.op == "wait_group" and self.ownership:
-                    own[pc] |= stores
+                    wrs[pc] |= writes_atoms
+            self.static_w.append(tuple(frozenset(w) for w in wrs))
             succ = []
             for pc, ins in enumerate(code):
                 # A future ends at the next `sync`: nothing after it can happen before every
@@ -362,21 +457,57 @@ class Machine:
                     succ.append((pc + 1, ins.target))
                 else:
                     succ.append((pc + 1,))
+            fr = [set(x) for x in reads]
+            fw = [set(x) for x in wrs]
             changed = True
             while changed:
                 changed = False
                 for pc in range(len(code) - 1, -1, -1):
                     for q in succ[pc]:
-                        if not own[q] <= own[pc]:
-                            own[pc] |= own[q]
+                        if not (fr[q] <= fr[pc] and fw[q] <= fw[pc]):
+                            fr[pc] |= fr[q]
+                            fw[pc] |= fw[q]
                             changed = True
-            self.fut.append(tuple(frozenset(o) for o in own))
+            self.fut.append(tuple((frozenset(x), frozenset(y)) for x, y in zip(fr, fw,
+                                                                              strict=True)))
+
+    def _written_atoms(self, a: int) -> tuple:
+        """("u", atom) for every atom the class may write through the generic proxy."""
+        if not self.ownership:
+            return ()
+        out: set = set()
+        for ins in self.agents[a].code:
+            if ins.op != "access":
+                continue
+            for ctrs in self._envs(a, ins):
+                ev = self._evaluate_safe(a, ins, self.env(a, ins, ctrs))
+                if ev is not None:
+                    out.update(("u", x) for x in ev[2])
+        return tuple(sorted(out))
 
     def _evaluate_safe(self, a: int, ins: Instr, env: Mapping[str, Any]) -> tuple | None:
         try:
             return self._evaluate(a, ins, env)
         except _Error:
             return None
+
+    def released_before(self, a: int, pc: int, atom: int) -> bool:
+        """Did this class, earlier in the same pass over its code (back to the loop head or
+        the start), arrive on a barrier guarding this atom's buffer before waiting on one?
+        Then a missing permission was given away by its own arrive (TS305)."""
+        code = self.agents[a].code
+        buf = self.atom_buf[atom]
+        q = pc - 1
+        while q >= 0:
+            ins = code[q]
+            if ins.op in ("enter", "next"):
+                return False
+            if ins.op in ("arrive", "wait"):
+                g = self.k.barrier(ins.bar).guards
+                if g is not None and g.buffer == buf:
+                    return ins.op == "arrive"
+            q -= 1
+        return False
 
     def atom_label(self, atom: int) -> str:
         buf = self.k.buffer(self.atom_buf[atom])
@@ -395,12 +526,11 @@ class Machine:
 
     def initial(self) -> tuple:
         agents = tuple(self.settle(a, 0, ()) for a in range(self.n))
-        bars = tuple((mb.MbarrierState(), -1, False, 0) for _ in range(self.ninst))
+        bars = tuple((BarSt(), -1, False, 0) for _ in range(self.ninst))
         obs = (-1,) * (self.n * self.ninst)
         perms: tuple = ()
         if self.ownership:
-            perms = tuple(((FREE, ONE),) for _ in self.atom_mask)
-            perms = tuple((h, frozenset(), frozenset()) for h in perms)
+            perms = tuple((frozenset({(FREE, self.unit)}), ()) for _ in self.atom_mask)
         return (agents, bars, obs, (), perms)
 
     # ---- moves -----------------------------------------------------------------------------
@@ -408,99 +538,147 @@ class Machine:
     def instr(self, state: tuple, a: int) -> Instr:
         return self.agents[a].code[state[0][a][0]]
 
+    def _static(self, a: int, pc: int, ctrs: tuple[int, ...]) -> tuple:
+        """(instruction, evaluated operands, read objects, write objects), cached."""
+        key = (a, pc, ctrs)
+        hit = self._static_cache.get(key)
+        if hit is None:
+            ins = self.agents[a].code[pc]
+            ev = self.event(a, pc, ctrs)
+            if ev[0] == "err" or ins.op in ("sync", END):
+                r, w = (), ()
+            elif ins.op in ("wait_group", "fence_init", "fence_proxy", "commit"):
+                r, w = (), tuple(self.static_w[a][pc])
+                if ins.op == "wait_group":
+                    r, w = (("g", a),), ()
+            else:
+                r, w = self._objects(a, ins, ev)
+            hit = (ins, ev, frozenset(r), frozenset(w))
+            self._static_cache[key] = hit
+        return hit
+
     def analyse(self, state: tuple) -> tuple[list, dict]:
-        """Enabled moves, and per agent (or copy) the objects its next step touches and
-        whether it is enabled: {key: (enabled, objects)}; keys ("a", i) and ("c", j)."""
+        """Enabled moves, and for every agent and copy: (enabled, reads, writes) of its next
+        step. Keys ("a", i), ("c", j); the joint `sync` is ("sync",)."""
         agents, bars = state[0], state[1]
         info: dict = {}
         enabled: list = []
-        at_sync = 0
+        at_sync = live = 0
         for a in range(self.n):
             pc, ctrs = agents[a]
-            ins = self.agents[a].code[pc]
+            ins, ev, r, w = self._static(a, pc, ctrs)
             op = ins.op
             if op == END:
                 continue
+            live += 1
             if op == "sync":
                 at_sync += 1
-                info[("a", a)] = (False, (("s",),))
+                info[("a", a)] = (False, _EMPTY, _SYNC)
                 continue
-            ev = self.event(a, pc, ctrs)
             if ev[0] == "err":
-                info[("a", a)] = (True, ())
+                info[("a", a)] = (True, _EMPTY, _EMPTY)
                 enabled.append(("a", a))
                 continue
-            objs = self._objects(a, ins, ev)
-            if op == "access":
-                objs = self._claims(state, a, ev)
             ok = True
             if op == "wait":
                 st = bars[ev[1]][0]
                 ok = (not st.initialized) or ev[2] != st.parity
+            elif op == "access" and self.ownership:
+                w = self._claims(state, a, ev)
             elif op == "wait_group":
                 ok = not any(c[0] == "S" and c[1] == a and c[2] > ins.pending for c in state[3])
             elif op == "arrive" and ins.per_warp and len(ins.group) > 1:
                 if a != min(ins.group):
-                    info[("a", a)] = (False, objs)
+                    info[("a", a)] = (False, r, w)
                     continue
                 ok = all(self.agents[g].code[agents[g][0]].stmt is ins.stmt
                          for g in ins.group)
-                objs = objs + tuple(o for g in ins.group if g != a
-                                    for o in self._objects(g, self.instr(state, g),
-                                                           self.event(g, *agents[g])))
-            info[("a", a)] = (ok, objs)
+                for g in ins.group:
+                    if g != a:
+                        _, _, rg, wg = self._static(g, *agents[g])
+                        r, w = r | rg, w | wg
+            info[("a", a)] = (ok, r, w)
             if ok:
                 enabled.append(("a", a))
-        live = sum(1 for a in range(self.n) if self.agents[a].code[agents[a][0]].op != END)
         if at_sync and at_sync == self.n and live == self.n:
             enabled.append(("sync",))
-        for j, c in enumerate(state[3]):
-            if j and state[3][j - 1] == c:
+        copies = state[3]
+        for j, c in enumerate(copies):
+            if j and copies[j - 1] == c:
                 continue  # identical copies: completing either gives the same state
-            objs = ((("b", self.model.instances[c[1]][0], c[1]),) if c[0] == "L"
-                    else (("g", c[1]),))
-            objs = objs + tuple(("m", self.atom_buf[x], x) for x in c[4 if c[0] == "L" else 3])
-            info[("c", j)] = (True, objs)
+            info[("c", j)] = (True, _EMPTY, self._copy_objects(c))
             enabled.append(("c", j))
         return enabled, info
 
-    def _objects(self, a: int, ins: Instr, ev: tuple) -> tuple:
+    def _objects(self, a: int, ins: Instr, ev: tuple) -> tuple[tuple, tuple]:
+        """(reads, writes) of one evaluated step. Keys: ("b", i) a barrier's phase state;
+        ownership only: ("bp", i) its pool, ("be", i, class) what a completed phase holds for
+        a waiter, ("F", atom) the free share, ("u", atom) unfenced writers, ("g", class) bulk
+        groups and given-back store shares. A class's own holdings are private (only its
+        own steps and the joint `sync` change them), so they need no key."""
         op = ins.op
-        if op in ("wait", "arrive", "expect_tx"):
+        if not self.ownership:
+            if op == "wait":
+                return (("b", ev[1]),), ()
+            if op in ("arrive", "expect_tx"):
+                return (), (("b", ev[1]),)
+            if op == "init":
+                return (), tuple(("b", i) for i in ev[1])
+            if op == "tma_load":
+                return (("b", ev[1]),), ()
+            if op == "tma_store":
+                return (), (("g", a),)
+            return (), ()
+        if op == "wait":
+            return (("b", ev[1]),), (("be", ev[1], a),)
+        if op == "arrive":
             inst = ev[1]
-            o = [("b", ins.bar, inst)]
-            if self.ownership:
-                o.extend(("m", self.atom_buf[x], x) for x in self.guard_atoms[inst])
-            return tuple(o)
+            w = [("b", inst), ("bp", inst)] + [("be", inst, x) for x in self.waiters[inst]]
+            w.extend(self.static_u[a])
+            return (), tuple(w)
+        if op == "expect_tx":
+            return (), (("b", ev[1]),)
         if op == "init":
-            return tuple(("b", ins.bar, i) for i in ev[1])
+            return (), tuple(("b", i) for i in ev[1])
         if op == "tma_load":
-            return (("b", ins.bar, ev[1]),) + tuple(("m", self.atom_buf[x], x) for x in ev[2])
+            return (("b", ev[1]),), ((("bp", ev[1]),) + tuple(("F", x) for x in ev[2])
+                                      + tuple(("u", x) for x in ev[2]))
         if op == "tma_store":
-            return (("g", a),) + tuple(("m", self.atom_buf[x], x) for x in ev[2])
-        if op in ("commit",):
-            return (("g", a),)
-        if op in ("wait_group", "fence_init", "fence_proxy"):
-            return tuple(self.fut[a][self._pc_of(a, ins)]) if self.fut else (("s",),)
+            return (tuple(("u", x) for x in ev[2]),
+                    (("g", a),) + tuple(("F", x) for x in ev[2]))
         if op == "access":
-            return tuple(("m", self.atom_buf[x], x) for x in ev[1] + ev[2])
-        return ()
+            return (), (tuple(("F", x) for x in ev[1] + ev[2])
+                        + tuple(("u", x) for x in ev[2]))
+        return (), ()
 
-    def _claims(self, state: tuple, a: int, ev: tuple) -> tuple:
+    def _copy_objects(self, c: tuple) -> frozenset:
+        hit = self._copy_cache.get(c)
+        if hit is None:
+            if c[0] == "L":
+                keys = [("b", c[1])]
+                if self.ownership:
+                    keys += [("bp", c[1])] + [("be", c[1], w) for w in self.waiters[c[1]]]
+                    keys += [("u", x) for x in c[4]]
+            else:
+                keys = [("g", c[1])]
+            hit = frozenset(keys)
+            self._copy_cache[c] = hit
+        return hit
+
+    def _claims(self, state: tuple, a: int, ev: tuple) -> frozenset:
         """An access touches shared state only where it must claim permission: reading an
-        atom the class holds a share of, or writing one it holds whole, is a local step."""
-        perms, me = state[4], ("A", a)
+        atom the class holds a share of, or writing one it holds whole (its unfenced mark
+        is then invisible to others, who cannot read the atom), is a local step."""
+        perms, me, unit = state[4], ("A", a), self.unit
         out = []
         for x in ev[1]:
             if not dict(perms[x][0]).get(me):
-                out.append(("m", self.atom_buf[x], x))
+                out.append(("F", x))
         for x in ev[2]:
-            if dict(perms[x][0]).get(me) != ONE:
-                out.append(("m", self.atom_buf[x], x))
-        return tuple(out)
-
-    def _pc_of(self, a: int, ins: Instr) -> int:
-        return self.agents[a].code.index(ins)
+            if dict(perms[x][0]).get(me) != unit:
+                out.append(("F", x))
+                out.append(("u", x))
+        return frozenset(out)
 
     # ---- partial-order reduction -----------------------------------------------------------
 
@@ -508,39 +686,77 @@ class Machine:
         """A persistent subset of the enabled moves (smallest over the seeds tried).
 
         Closure rule: with an agent (or copy) in the set, every other one whose future
-        objects meet the objects of its next step joins, whether that step is enabled or
-        blocked (a blocked step's objects are what could unblock it); a blocked per-warp
-        arrive pulls in the classes it converges with; `sync` meets everyone."""
+        objects conflict with its next step (a write meets any access, a read meets a
+        write) joins, whether that step is enabled or blocked (a blocked step's objects are
+        what could unblock it); a blocked per-warp arrive pulls in the classes it converges
+        with; `sync` meets everyone."""
         if len(enabled) <= 1 or ("sync",) in enabled:
             return enabled
+        # The choice depends only on each agent's pc (futures), on what the next steps touch
+        # and whether they are enabled: memoise on exactly that.
         agents = state[0]
-        keys = [("a", a) for a in range(self.n)
-                if self.agents[a].code[agents[a][0]].op != END]
-        keys += [("c", j) for j in range(len(state[3]))]
-        futs = {k: (self.fut[k[1]][agents[k[1]][0]] if k[0] == "a"
-                    else frozenset(info.get(k, (True, ()))[1])) for k in keys}
-        best = enabled
-        for seed in enabled:
-            chosen = {seed}
-            work = [seed]
-            while work and len(chosen) <= len(best):
-                k = work.pop()
-                ok, objs = info.get(k, (False, ()))
-                objs = frozenset(objs)
+        sig = (tuple((k, v[0], v[1], v[2], agents[k[1]][0] if k[0] == "a" else 0)
+                     for k, v in info.items()), tuple(enabled))
+        hit = self._por_cache.get(sig)
+        if hit is None:
+            hit = self._persistent(state, enabled, info)
+            self._por_cache[sig] = hit
+        return hit
+
+    def _persistent(self, state: tuple, enabled: list, info: dict) -> list:
+        agents = state[0]
+        for mv in enabled:  # a step that touches nothing shared commutes with everything
+            if mv[0] == "a":
+                _, r, w = info[mv]
+                if not r and not w:
+                    return [mv]
+        keys = list(info)
+        futs = []
+        for k in keys:
+            if k[0] == "a":
+                futs.append(self.fut[k[1]][agents[k[1]][0]])
+            else:
+                futs.append((_EMPTY, info[k][2]))
+        index = {k: i for i, k in enumerate(keys)}
+        nk = len(keys)
+        adj: dict[int, list[int]] = {}
+
+        def neighbours(i: int) -> list[int]:
+            hit = adj.get(i)
+            if hit is not None:
+                return hit
+            k = keys[i]
+            ok, r, w = info[k]
+            if ("s",) in w:
+                out = [j for j in range(nk) if j != i]
+            else:
+                out = []
+                for j in range(nk):
+                    if j == i:
+                        continue
+                    fr, fw = futs[j]
+                    if (w and (not w.isdisjoint(fw) or not w.isdisjoint(fr))) or (
+                            r and not r.isdisjoint(fw)):
+                        out.append(j)
                 if not ok and k[0] == "a":
                     ins = self.instr(state, k[1])
                     if ins.op == "arrive" and ins.per_warp:
-                        for g in ins.group:
-                            if ("a", g) not in chosen:
-                                chosen.add(("a", g))
-                                work.append(("a", g))
-                joint = ("s",) in objs
-                for other in keys:
-                    if other not in chosen and (joint or objs & futs[other]):
-                        chosen.add(other)
-                        work.append(other)
-            subset = [m for m in enabled if m in chosen]
-            if subset and len(subset) < len(best):
+                        out.extend(index[("a", g)] for g in ins.group if ("a", g) in index)
+            adj[i] = out
+            return out
+
+        best = enabled
+        for seed in enabled:
+            start = index[seed]
+            seen = {start}
+            work = [start]
+            while work and len(seen) < len(best) + 1:
+                for j in neighbours(work.pop()):
+                    if j not in seen:
+                        seen.add(j)
+                        work.append(j)
+            subset = [mv for mv in enabled if index[mv] in seen]
+            if len(subset) < len(best):
                 best = subset
                 if len(best) == 1:
                     break
@@ -588,7 +804,7 @@ class Machine:
                 ev = self.event(a, pc, ctrs)
                 if ev[0] == "err":
                     continue
-                lines.append(f"{name} waits {self.model.label(ev[1])} parity {ev[2]} "
+                lines.append(f"{name} waits {self.labels[ev[1]]} parity {ev[2]} "
                              f"(line {line}) [{self.bar_text(state, ev[1], phases)}]")
             elif ins.op == "sync":
                 lines.append(f"{name} waits at sync (line {line})")
@@ -604,9 +820,9 @@ class Machine:
     def bar_text(self, state: tuple, inst: int, phases: Mapping[int, int] | None = None) -> str:
         st, _, _, ncomp = state[1][inst]
         if not st.initialized:
-            return f"{self.model.label(inst)}: uninitialised"
+            return f"{self.labels[inst]}: uninitialised"
         n = phases.get(inst, ncomp) if phases is not None else ncomp
-        return (f"{self.model.label(inst)}: phase {n} (parity {st.parity}), pending "
+        return (f"{self.labels[inst]}: phase {n} (parity {st.parity}), pending "
                 f"{st.pending}/{st.expected}, tx {st.tx}")
 
     def classify_deadlock(self, state: tuple) -> tuple[str, str]:
@@ -630,15 +846,15 @@ class Machine:
             st = state[1][ev[1]][0]
             d = state[2][a * self.ninst + ev[1]]
             if st.pending == 0 and st.tx != 0:
-                codes.append(("TS407", f"{self.model.label(ev[1])} has all arrivals but its "
+                codes.append(("TS407", f"{self.labels[ev[1]]} has all arrivals but its "
                               f"tx-count is {st.tx}: expect_tx bytes and the bytes its copies "
                               "deliver differ"))
             elif 0 < st.pending < st.expected:
-                codes.append(("TS406", f"{self.model.label(ev[1])} got "
+                codes.append(("TS406", f"{self.labels[ev[1]]} got "
                               f"{st.expected - st.pending} of {st.expected} arrivals in this "
                               "phase and no more can come"))
             elif d >= 0 and ev[2] != (st.parity - d) % 2:
-                codes.append(("TS408", f"wait on {self.model.label(ev[1])} parity {ev[2]} names "
+                codes.append(("TS408", f"wait on {self.labels[ev[1]]} parity {ev[2]} names "
                               "a phase that never comes"))
         order = {"TS407": 0, "TS406": 1, "TS408": 2}
         if codes:
@@ -648,7 +864,11 @@ class Machine:
 
 
 class _Mut:
-    """A state being changed by one move (copy-on-write of its parts)."""
+    """A state being changed by one move (copy-on-write of its parts).
+
+    Permissions are integers in units of `Machine.unit` (the whole atom): exact, and fast
+    to hash. A split that would not be exact raises Unsupported (the verdict becomes
+    UNKNOWN) rather than rounding."""
 
     def __init__(self, m: Machine, state: tuple, rec: list | None) -> None:
         self.m = m
@@ -673,17 +893,27 @@ class _Mut:
     def bar_op(self, inst: int, op, span: Span | None, what: str) -> None:
         st, init_by, fenced, ncomp = self.bars[inst]
         if not st.initialized:
-            raise _Error("TS401", f"{what} on {self.m.model.label(inst)} before init", span)
+            raise _Error("TS401", f"{what} on {self.m.labels[inst]} before init", span)
         try:
             new = op(st)
         except mb.MbarrierError as exc:
             code = MODEL_CODES.get(exc.code, exc.code)
-            raise _Error(code, f"{what} on {self.m.model.label(inst)}: {exc.message}", span,
+            raise _Error(code, f"{what} on {self.m.labels[inst]}: {exc.message}", span,
                          model_code=exc.code) from None
         completed = new.parity != st.parity
-        self.bars[inst] = (new, init_by, fenced, min(ncomp + 1, 3) if completed else ncomp)
+        self.bars[inst] = (new, init_by, fenced, min(ncomp + 1, 2) if completed else ncomp)
         if completed:
             self.on_complete(inst, span)
+            self.canon(inst)
+
+    def canon(self, inst: int) -> None:
+        """Phases completed only matter for a first wait (capped at 2); once every class
+        that waits on the instance has waited, forget the count (a canonical state)."""
+        m = self.m
+        if all(self.obs[w * m.ninst + inst] >= 0 for w in m.waiters[inst]):
+            st, init_by, fenced, n = self.bars[inst]
+            if n != 2:
+                self.bars[inst] = (st, init_by, fenced, 2)
 
     def on_complete(self, inst: int, span: Span | None) -> None:
         m = self.m
@@ -692,24 +922,27 @@ class _Mut:
             k = a * m.ninst + inst
             if self.obs[k] >= 0:
                 self.obs[k] = min(self.obs[k] + 1, 2)
-        fresh = [i for i, c in enumerate(self.copies) if c[0] == "L" and c[1] == inst and c[3]]
-        if fresh and self.soft is None:
-            self.soft = _Error("TS407", f"a phase of {m.model.label(inst)} completed while a "
-                               "copy that signals it is still in flight: expect_tx counts "
-                               "fewer bytes than the copies deliver", span, soft=True)
+        fresh = False
         for i, c in enumerate(self.copies):
             if c[0] == "L" and c[1] == inst and c[3]:
+                fresh = True
                 self.copies[i] = (c[0], c[1], c[2], False, c[4])
+        if fresh and self.soft is None:
+            self.soft = _Error("TS407", f"a phase of {m.labels[inst]} completed while a "
+                               "copy that signals it is still in flight: expect_tx counts "
+                               "fewer bytes than the copies deliver", span, soft=True)
         if m.ownership:
             waiters = m.waiters[inst]
             for x in m.guard_atoms[inst]:
-                h = dict(self.perms[x][0])
-                pool = h.pop(("P", inst), Fraction(0))
+                h = self.holders(x)
+                pool = h.pop(("P", inst), 0)
                 if pool and waiters:
-                    share = pool / len(waiters)
+                    share, rest = divmod(pool, len(waiters))
+                    if rest:
+                        raise Unsupported("a permission split is not exact in the chosen unit")
                     for w in waiters:
                         key = ("E", inst, w)
-                        h[key] = h.get(key, Fraction(0)) + share
+                        h[key] = h.get(key, 0) + share
                 elif pool:
                     h[("P", inst)] = pool
                 self.set_holders(x, h)
@@ -717,18 +950,20 @@ class _Mut:
     # -- permissions -------------------------------------------------------------------------
 
     def set_holders(self, x: int, h: dict) -> None:
-        _, unf, rel = self.perms[x]
-        self.perms[x] = (tuple(sorted((k, v) for k, v in h.items() if v)), unf, rel)
+        self.perms[x] = (frozenset((k, v) for k, v in h.items() if v), self.perms[x][1])
 
     def holders(self, x: int) -> dict:
         return dict(self.perms[x][0])
+
+    def set_unfenced(self, x: int, unf: frozenset | set) -> None:
+        self.perms[x] = (self.perms[x][0], tuple(sorted(unf)))
 
     def who(self, h: dict, but: tuple) -> str:
         names = []
         for k, v in sorted(h.items()):
             if k == but or k == FREE or not v:
                 continue
-            names.append(f"{self.describe_holder(k)} ({v})")
+            names.append(f"{self.describe_holder(k)} ({Fraction(v, self.m.unit)})")
         return ", ".join(names) or "nobody"
 
     def describe_holder(self, k: tuple) -> str:
@@ -736,9 +971,9 @@ class _Mut:
         if k[0] == "A":
             return m.agents[k[1]].cls.name
         if k[0] == "P":
-            return f"barrier {m.model.label(k[1])} (current phase)"
+            return f"barrier {m.labels[k[1]]} (current phase)"
         if k[0] == "E":
-            return f"barrier {m.model.label(k[1])} (released to {m.agents[k[2]].cls.name})"
+            return f"barrier {m.labels[k[1]]} (released to {m.agents[k[2]].cls.name})"
         if k[0] == "G":
             return f"finished TMA store of {m.agents[k[1]].cls.name} (not yet waited)"
         return str(k)
@@ -757,7 +992,7 @@ class _Mut:
         me = ("A", a)
         if h.get(me):
             return
-        free = h.get(FREE)
+        free = h.get(FREE, 0)
         if free:
             # A fixed share, so that the order of claims does not matter: all classes
             # together can never hold the whole atom by reading.
@@ -771,10 +1006,9 @@ class _Mut:
     def claim_write(self, a: int, x: int, span: Span | None) -> None:
         h = self.holders(x)
         me = ("A", a)
-        have = h.get(me, Fraction(0)) + h.get(FREE, Fraction(0))
-        if have == ONE:
+        if h.get(me, 0) + h.get(FREE, 0) == self.m.unit:
             h.pop(FREE, None)
-            h[me] = ONE
+            h[me] = self.m.unit
             self.set_holders(x, h)
             return
         self.denied(a, x, h, span, write=True)
@@ -784,15 +1018,16 @@ class _Mut:
         name, region = m.agents[a].cls.name, m.atom_label(x)
         others = [self.who(h, ("A", a))] + self.copy_holders(x)
         others = [o for o in others if o != "nobody"] or ["nobody (its permission is lost)"]
-        if a in self.perms[x][2]:
-            raise _Error("TS305", f"{name} accesses {region} after it released it with an "
-                         f"arrive: the arrive comes before its last access (now held by "
-                         f"{'; '.join(others)})", span, atom=region)
+        held = "; ".join(others)
+        if m.released_before(a, self.agents[a][0], x):
+            raise _Error("TS305", f"{name} accesses {region} after its own arrive released it "
+                         f"(now held by {held}): the arrive comes before the last access",
+                         span, atom=region)
         if write:
             raise _Error("TS302", f"{name} writes {region} without full permission (held by "
-                         f"{'; '.join(others)})", span, atom=region)
+                         f"{held})", span, atom=region)
         raise _Error("TS304", f"{name} reads {region} before it is ready: no permission "
-                     f"(held by {'; '.join(others)})", span, atom=region)
+                     f"(held by {held})", span, atom=region)
 
     # -- agents ------------------------------------------------------------------------------
 
@@ -812,6 +1047,29 @@ class _Mut:
         getattr(self, "op_" + ins.op)(a, ins, ev, span)
         if not (ins.op == "arrive" and ins.per_warp and len(ins.group) > 1):
             self.advance(a)
+            self.fuse_local(a)
+
+    def fuse_local(self, a: int) -> None:
+        """Run the agent's next steps at once while they touch nothing shared (a shared-
+        memory access the class already holds permission for, a fence with nothing to do):
+        they commute with every other step, so no interleaving is lost."""
+        m = self.m
+        while True:
+            pc, ctrs = self.agents[a]
+            ins, ev, r, w = m._static(a, pc, ctrs)
+            if ins.op not in ("access", "fence_proxy") or ev[0] == "err":
+                return
+            if ins.op == "access":
+                if not m.ownership or m._claims(self.state_view(), a, ev):
+                    return
+            elif r or w:
+                return
+            self.note(agents=(a,), ins=ins, ev=ev, fused=True)
+            getattr(self, "op_" + ins.op)(a, ins, ev, ins.stmt.span)
+            self.advance(a)
+
+    def state_view(self) -> tuple:
+        return (None, None, None, None, self.perms)
 
     def op_init(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
         for inst in ev[1]:
@@ -819,10 +1077,10 @@ class _Mut:
             if st.initialized or ins.count > 1:
                 who = (f"class {self.m.agents[init_by].cls.name}" if st.initialized
                        else f"another of the {ins.count} threads of {self.m.agents[a].cls.name}")
-                raise _Error("TS402", f"init of {self.m.model.label(inst)}, which is live "
+                raise _Error("TS402", f"init of {self.m.labels[inst]}, which is live "
                              f"(initialised by {who})", span)
             try:
-                new = st.init(self.m.bar_count[ins.bar])
+                new = bar_init(st, self.m.bar_count[ins.bar])
             except mb.MbarrierError as exc:
                 raise _Error(MODEL_CODES.get(exc.code, exc.code), exc.message, span) from None
             self.bars[inst] = (new, a, False, 0)
@@ -837,9 +1095,10 @@ class _Mut:
     def op_fence_proxy(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
         if not self.m.ownership:
             return
-        for x, (h, unf, rel) in enumerate(self.perms):
-            if (a, False) in unf:
-                self.perms[x] = (h, unf - {(a, False)}, rel)
+        mine = (a, False)
+        for x, (_, unf) in enumerate(self.perms):
+            if mine in unf:
+                self.set_unfenced(x, set(unf) - {mine})
 
     def op_sync(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
         raise AssertionError("sync is a joint move")
@@ -849,12 +1108,12 @@ class _Mut:
         inst, p = ev[1], ev[2]
         st, _, _, ncomp = self.bars[inst]
         if not st.initialized:
-            raise _Error("TS401", f"wait on {m.model.label(inst)} before init", span)
+            raise _Error("TS401", f"wait on {m.labels[inst]} before init", span)
         if p not in (0, 1):
             raise _Error("TS408", f"wait parity {p} is not 0 or 1", span)
         k = a * m.ninst + inst
         d = self.obs[k]
-        label = m.model.label(inst)
+        label = m.labels[inst]
         if d < 0:
             target = -1 if p == 1 else 0
             gap = ncomp - target
@@ -874,33 +1133,34 @@ class _Mut:
                                    f"{m.agents[a].cls.name} waited for the first: the parity "
                                    "wait cannot tell them apart", span, soft=True)
         self.obs[k] = 0
+        self.canon(inst)
         self.note(observes=inst)
         if m.ownership:
             for x in m.guard_atoms[inst]:
                 h = self.holders(x)
-                got = h.pop(("E", inst, a), None)
+                got = h.pop(("E", inst, a), 0)
                 if got:
-                    h[("A", a)] = h.get(("A", a), Fraction(0)) + got
+                    h[("A", a)] = h.get(("A", a), 0) + got
                     self.set_holders(x, h)
-                    hh, unf, rel = self.perms[x]
-                    self.perms[x] = (hh, unf, rel - {a})
 
     def deposit(self, a: int, inst: int) -> None:
-        """An arrive releases what the class holds of the barrier's guarded region."""
+        """An arrive releases what the class holds of the barrier's guarded region, and
+        publishes its generic writes (a later proxy fence no longer covers them)."""
         for x in self.m.guard_atoms[inst]:
             h = self.holders(x)
-            mine = h.pop(("A", a), None)
-            hh, unf, rel = self.perms[x]
-            unf = frozenset((c, True) if c == a else (c, s) for c, s in unf)
+            mine = h.pop(("A", a), 0)
             if mine:
-                h[("P", inst)] = h.get(("P", inst), Fraction(0)) + mine
-                self.perms[x] = (hh, unf, rel | {a})
+                h[("P", inst)] = h.get(("P", inst), 0) + mine
                 self.set_holders(x, h)
-            else:
-                self.perms[x] = (hh, unf, rel)
+        self.publish(a)
+
+    def publish(self, a: int) -> None:
+        mine = (a, False)
+        for x, (_, unf) in enumerate(self.perms):
+            if mine in unf:
+                self.set_unfenced(x, (set(unf) - {mine}) | {(a, True)})
 
     def op_arrive(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
-        m = self.m
         if ins.per_warp and len(ins.group) > 1:
             self.converge(ins)
             return
@@ -910,7 +1170,7 @@ class _Mut:
         m = self.m
         inst, tx = ev[1], ev[2]
         if not self.bars[inst][0].initialized:
-            raise _Error("TS401", f"arrive on {m.model.label(inst)} before init", span)
+            raise _Error("TS401", f"arrive on {m.labels[inst]} before init", span)
         n = ins.count
         if m.ownership and (n > 0 or ins.per_warp):
             if not (ins.stmt.mode is ir.ArriveMode.ONE and m.agents[a].cls.size > 1):
@@ -920,15 +1180,15 @@ class _Mut:
         st = self.bars[inst][0]
         if n > st.pending:
             raise _Error("TS403", f"{m.agents[a].cls.name} makes {n} arrivals on "
-                         f"{m.model.label(inst)} but the phase has only {st.pending} of "
+                         f"{m.labels[inst]} but the phase has only {st.pending} of "
                          f"{st.expected} pending: the arriving thread set is larger than the "
                          "declared count", span, arrivals=n, count=st.expected)
 
-        def op(s: mb.MbarrierState) -> mb.MbarrierState:
+        def op(s: BarSt) -> BarSt:
             if tx is None:
-                return s.arrive(n)[0]
+                return bar_arrive(s, n)
             for _ in range(n):
-                s = s.arrive_expect_tx(tx)[0]
+                s = bar_arrive_expect_tx(s, tx)
             return s
 
         self.bar_op(inst, op, span, "arrive")
@@ -951,9 +1211,9 @@ class _Mut:
     def op_expect_tx(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
         inst, tx = ev[1], ev[2]
 
-        def op(s: mb.MbarrierState) -> mb.MbarrierState:
+        def op(s: BarSt) -> BarSt:
             for _ in range(ins.count):
-                s = s.expect_tx(tx)
+                s = bar_expect_tx(s, tx)
             return s
 
         self.bar_op(inst, op, span, "expect_tx")
@@ -962,7 +1222,7 @@ class _Mut:
         m = self.m
         inst, atoms = ev[1], ev[2]
         st, init_by, fenced, _ = self.bars[inst]
-        label = m.model.label(inst)
+        label = m.labels[inst]
         if not st.initialized:
             raise _Error("TS401", f"tma_load signals {label} before init", span)
         if not fenced:
@@ -974,8 +1234,7 @@ class _Mut:
                 for x in atoms:
                     h = self.holders(x)
                     me, pool = ("A", a), ("P", inst)
-                    have = h.get(me, Fraction(0)) + h.get(pool, Fraction(0)) + h.get(FREE, 0)
-                    if have != ONE:
+                    if h.get(me, 0) + h.get(pool, 0) + h.get(FREE, 0) != m.unit:
                         rest = {k: v for k, v in h.items() if k not in (me, pool, FREE)}
                         others = [self.who(rest, ())] + self.copy_holders(x)
                         others = [o for o in others if o != "nobody"]
@@ -986,16 +1245,15 @@ class _Mut:
                     for k in (me, pool, FREE):
                         h.pop(k, None)
                     self.set_holders(x, h)
-                    hh, _, rel = self.perms[x]
-                    self.perms[x] = (hh, frozenset(), rel)
+                    self.set_unfenced(x, ())
             self.copies.append(("L", inst, ins.nbytes, True, atoms))
             self.note(copy=("L", inst))
 
     def op_tma_store(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
         m = self.m
         atoms = ev[2]
-        frac = Fraction(0)
         for _ in range(ins.count):
+            frac = 0
             if m.ownership:
                 for x in atoms:
                     self.claim_read(a, x, span)
@@ -1007,11 +1265,12 @@ class _Mut:
                                      "no 'fence proxy_async' before the synchronisation that "
                                      "orders the write before the copy", span,
                                      atom=m.atom_label(x))
-                frac = Fraction(0)
                 for x in atoms:
                     h = self.holders(x)
                     mine = h[("A", a)]
-                    frac = mine / 2
+                    frac, rest = divmod(mine, 2)
+                    if rest:
+                        raise Unsupported("a permission split is not exact in the chosen unit")
                     h[("A", a)] = mine - frac
                     self.set_holders(x, h)
             self.copies.append(("S", a, 0, atoms, frac))
@@ -1021,7 +1280,7 @@ class _Mut:
         self.copies = [(c[0], c[1], c[2] + 1, c[3], c[4]) if c[0] == "S" and c[1] == a else c
                        for c in self.copies]
         if self.m.ownership:
-            for x, (h, unf, rel) in enumerate(self.perms):
+            for x, (h, _) in enumerate(self.perms):
                 if any(k[0] == "G" and k[1] == a for k, _ in h):
                     hh = {(("G", a, k[2] + 1) if k[0] == "G" and k[1] == a else k): v
                           for k, v in h}
@@ -1030,13 +1289,13 @@ class _Mut:
     def op_wait_group(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
         if not self.m.ownership:
             return
-        for x, (h, unf, rel) in enumerate(self.perms):
+        for x, (h, _) in enumerate(self.perms):
             back = [(k, v) for k, v in h if k[0] == "G" and k[1] == a and k[2] > ins.pending]
             if back:
                 hh = dict(h)
                 for k, v in back:
                     del hh[k]
-                    hh[("A", a)] = hh.get(("A", a), Fraction(0)) + v
+                    hh[("A", a)] = hh.get(("A", a), 0) + v
                 self.set_holders(x, hh)
 
     def op_access(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
@@ -1045,9 +1304,8 @@ class _Mut:
             self.claim_read(a, x, span)
         for x in writes:
             self.claim_write(a, x, span)
-            h, unf, rel = self.perms[x]
-            unf = frozenset({(a, False)}) if exact else unf | {(a, False)}
-            self.perms[x] = (h, unf, rel)
+            unf = self.perms[x][1]
+            self.set_unfenced(x, {(a, False)} if exact else set(unf) | {(a, False)})
 
     # -- joint moves and the copy engine -----------------------------------------------------
 
@@ -1057,13 +1315,13 @@ class _Mut:
         for a in range(m.n):
             self.advance(a)
         if m.ownership:
-            for x, (h, unf, _) in enumerate(self.perms):
+            for x, (h, unf) in enumerate(self.perms):
                 hh = {k: v for k, v in h if k[0] != "A"}
-                back = sum((v for k, v in h if k[0] == "A"), Fraction(0))
+                back = sum(v for k, v in h if k[0] == "A")
                 if back:
-                    hh[FREE] = hh.get(FREE, Fraction(0)) + back
-                self.perms[x] = (tuple(sorted(hh.items())),
-                                 frozenset((c, True) for c, _ in unf), frozenset())
+                    hh[FREE] = hh.get(FREE, 0) + back
+                self.perms[x] = (frozenset(hh.items()),
+                                 tuple(sorted({(c, True) for c, _ in unf})))
 
     def copy_done(self, j: int) -> None:
         m = self.m
@@ -1074,18 +1332,16 @@ class _Mut:
             if m.ownership:
                 for x in atoms:
                     h = self.holders(x)
-                    h[("P", inst)] = h.get(("P", inst), Fraction(0)) + ONE
+                    h[("P", inst)] = h.get(("P", inst), 0) + m.unit
                     self.set_holders(x, h)
-                    hh, _, rel = self.perms[x]
-                    self.perms[x] = (hh, frozenset(), rel)
-            span = None
-            self.bar_op(inst, lambda s: s.complete_tx(nbytes), span, "complete_tx")
+                    self.set_unfenced(x, ())
+            self.bar_op(inst, lambda s: bar_complete_tx(s, nbytes), None, "complete_tx")
         elif m.ownership:
             a, age, atoms, frac = c[1], c[2], c[3], c[4]
             for x in atoms:
                 h = self.holders(x)
                 key = ("G", a, age)
-                h[key] = h.get(key, Fraction(0)) + frac
+                h[key] = h.get(key, 0) + frac
                 self.set_holders(x, h)
 
 
@@ -1199,11 +1455,11 @@ def _describe(m: Machine, st: tuple, mv: tuple, rec: list, phases: dict, copy_id
             inst = r["completes"]
             completes = phases.get(inst, 0)
             phases[inst] = completes + 1
-            inst_label = m.model.label(inst)
+            inst_label = m.labels[inst]
         if "observes" in r:
             inst = r["observes"]
             observes = phases.get(inst, 0) - 1
-            inst_label = m.model.label(inst)
+            inst_label = m.labels[inst]
         if "copy" in r:
             copy_id = next(next_copy)
             copy_ids.setdefault(r["copy"], []).append(copy_id)
@@ -1218,7 +1474,7 @@ def _describe(m: Machine, st: tuple, mv: tuple, rec: list, phases: dict, copy_id
         ids = copy_ids.get(key) or [-1]
         cid = ids.pop(0)
         if c[0] == "L":
-            label = m.model.label(c[1])
+            label = m.labels[c[1]]
             done = f", completing phase {completes}" if completes >= 0 else ""
             return TraceStep(index, ("copy engine",), "copy_load", 0,
                              f"TMA load lands: complete_tx {c[2]} bytes on {label}{done}",
@@ -1237,7 +1493,7 @@ def _describe(m: Machine, st: tuple, mv: tuple, rec: list, phases: dict, copy_id
     where = f" [{iters}]" if iters else ""
     detail = ins.op
     if ev[0] == "ok" and ins.op in ("wait", "arrive", "expect_tx", "tma_load"):
-        inst_label = m.model.label(ev[1])
+        inst_label = m.labels[ev[1]]
         if ins.op == "wait":
             detail = f"wait {inst_label} parity {ev[2]}"
             if observes >= 0:
@@ -1255,7 +1511,7 @@ def _describe(m: Machine, st: tuple, mv: tuple, rec: list, phases: dict, copy_id
         if completes >= 0:
             detail += f", completing phase {completes}"
     elif ins.op == "init":
-        detail = "init " + ", ".join(m.model.label(i) for i in ev[1]) if ev[0] == "ok" else "init"
+        detail = "init " + ", ".join(m.labels[i] for i in ev[1]) if ev[0] == "ok" else "init"
     elif ins.op == "access":
         detail = "shared access"
         if ev[0] == "ok":

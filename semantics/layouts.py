@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import islpy as isl
+
 from tilesafe.semantics import layout_isl as LI
 from tilesafe.semantics.cute import ComposedLayout, Layout, Swizzle, parse_cute
 from tilesafe.semantics.inttuple import (

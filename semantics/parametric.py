@@ -154,6 +154,27 @@ def _check(s: z3.Solver, queries: list[str]) -> z3.CheckSatResult:
     return res
 
 
+PORTFOLIO = (None, "QF_NIA", "LIA")
+
+
+def _prove_unsat(assertions: list, timeout_ms: int, queries: list[str]) -> bool:
+    """True when the assertions are unsatisfiable. Quantifier-free div/mod arithmetic can
+    send one z3 strategy into a long search that another finishes at once, so a few are
+    tried with a share of the budget; any 'unsat' is a proof, any 'sat' a refutation."""
+    share = max(200, timeout_ms // len(PORTFOLIO))
+    for logic in PORTFOLIO:
+        s = z3.SolverFor(logic) if logic else z3.Solver()
+        s.set("timeout", share)
+        s.add(*assertions)
+        res = s.check()
+        if res == z3.unsat:
+            queries.append(s.to_smt2())
+            return True
+        if res == z3.sat:
+            return False
+    raise Timeout("periodicity query")
+
+
 def _trip_expr(loop: ir.For) -> ir.Expr:
     """ceil((hi - lo) / step) as an IR term (without the max with 0)."""
     sp = loop.span
@@ -390,41 +411,97 @@ class Argument:
         if margin is None:
             return False, "a synchronising term depends on the trip count even far from the end"
         self.period, self.margin = period, margin
+        self.sym: int | None = self._symmetry(group, pos, period)
         self.out.argument.update({"L": period, "G": margin, "T": _show(group.t_expr),
+                                  "parity symmetry": (f"shift by {self.sym} + flip every "
+                                                      "parity bit" if self.sym else None),
                                   "offsets": {self.model.agents[a].name: c
                                               for a, c in group.offsets.items()}})
         return True, ""
 
+    def _symmetry(self, group: Group, pos: dict, period: int) -> int | None:
+        """Half a period, when shifting the loops by it and flipping every barrier's parity
+        bit maps the system onto itself: every wait parity in or after the loops is
+        anti-periodic with period/2 and every other synchronising term periodic with it."""
+        if period % 2:
+            return None
+        half = period // 2
+        parities = {id(ins.stmt.parity) for ag in self.model.agents for ins in ag.code
+                    if ins.op == "wait"}
+        lets = self.model.lets
+        par_in = [(a, e) for a, e in pos["in"] if id(e) in parities]
+        other_in = [(a, e) for a, e in pos["in"] if id(e) not in parities]
+        par_post = [(a, e) for a, e in pos["post"] if id(e) in parities]
+        other_post = [(a, e) for a, e in pos["post"] if id(e) not in parities]
+        if any(any(v.startswith("size:") for v in free_vars(e, lets)) for _, e in par_in):
+            return None
+        if not par_in:
+            return None
+        if not self._query_in(group, other_in, half, None):
+            return None
+        if not self._query_in(group, other_in, half, self.margin):
+            return None
+        if not self._query_post(group, other_post, half):
+            return None
+        for a, e in par_in:
+            loop = group.loops[a]
+            x = Enc(self.k, self.model, "", {})
+            y = Enc(self.k, self.model, "", x.shared)
+            i = z3.Int("i")
+            x.loops[loop.var.uid] = x.term(loop.lo) + loop.step * i
+            y.loops[loop.var.uid] = y.term(loop.lo) + loop.step * (i + half)
+            cons = [i >= 0, y.term(e) != 1 - x.term(e)]
+            if not _prove_unsat(cons, self.timeout_ms, self.out.queries):
+                return None
+        for _, e in par_post:
+            shared: dict = {}
+            x, y = Enc(self.k, self.model, "", shared), Enc(self.k, self.model, "_2", shared)
+            tx, ty = x.term(group.t_expr), y.term(group.t_expr)
+            cons = [*x.where(), *y.where(), ty - tx == half, y.term(e) != 1 - x.term(e)]
+            if not _prove_unsat(cons, self.timeout_ms, self.out.queries):
+                return None
+        return half
+
     def _query_in(self, group: Group, items: list, period: int, far: int | None) -> bool:
         """Terms inside the parametric loops depend on (i mod L, T - i) only (far None),
-        or on i mod L only once T - i >= far. One query for all agents: each agent gets its
-        own pair of iterations, the sizes are shared per copy."""
-        if not items:
-            return True
+        or on i mod L only once T - i >= far. Terms without sizes need no sizes in the
+        query (one small query per agent); each size-dependent term gets its own query."""
+        lets = self.model.lets
+        by_agent: dict[int, list[ir.Expr]] = {}
+        sized: list[tuple[int, ir.Expr]] = []
+        for a, e in items:
+            if any(v.startswith("size:") for v in free_vars(e, lets)):
+                sized.append((a, e))
+            else:
+                by_agent.setdefault(a, []).append(e)
+        if far is None:
+            for a, exprs in by_agent.items():
+                if not self._in_query(group, a, exprs, period, None, with_sizes=False):
+                    return False
+        for a, e in sized:
+            if not self._in_query(group, a, [e], period, far, with_sizes=True):
+                return False
+        return True
+
+    def _in_query(self, group: Group, a: int, exprs: list[ir.Expr], period: int,
+                  far: int | None, with_sizes: bool) -> bool:
+        loop = group.loops[a]
         shared: dict = {}
         x, y = Enc(self.k, self.model, "", shared), Enc(self.k, self.model, "_2", shared)
-        tx, ty = x.term(group.t_expr), y.term(group.t_expr)
-        s = _solver(self.timeout_ms)
-        s.add(*x.where(), *y.where())
-        diffs = []
-        by_agent: dict[int, list[ir.Expr]] = {}
-        for a, e in items:
-            by_agent.setdefault(a, []).append(e)
-        for a, exprs in by_agent.items():
-            loop = group.loops[a]
-            i, j = z3.Int(f"i{a}"), z3.Int(f"i{a}_2")
-            x.loops[loop.var.uid] = x.term(loop.lo) + loop.step * i
-            y.loops[loop.var.uid] = y.term(loop.lo) + loop.step * j
+        i, q = z3.Int("i"), z3.Int("q")
+        j = i + period * q
+        x.loops[loop.var.uid] = x.term(loop.lo) + loop.step * i
+        y.loops[loop.var.uid] = y.term(loop.lo) + loop.step * j
+        cons = [i >= 0, j >= 0]
+        if with_sizes:
+            tx, ty = x.term(group.t_expr), y.term(group.t_expr)
             c = group.offsets[a]
-            s.add(i >= 0, j >= 0, i < tx + c, j < ty + c, (i - j) % period == 0)
-            if far is None:
-                s.add(tx - i == ty - j)
-            else:
-                s.add(tx - i >= far, ty - j >= far)
-            diffs.extend(x.term(e) != y.term(e) for e in exprs)
-        self._thread_range(s, shared)
-        s.add(z3.Or(diffs))
-        return _check(s, self.out.queries) == z3.unsat
+            cons += [*x.where(), *y.where(), i < tx + c, j < ty + c]
+            cons += [tx - i == ty - j] if far is None else [tx - i >= far, ty - j >= far]
+        diff = z3.Or([x.term(e) != y.term(e) for e in exprs])
+        if "thread" in shared:
+            cons += [shared["thread"] >= 0, shared["thread"] < self.k.block]
+        return _prove_unsat(cons + [diff], self.timeout_ms, self.out.queries)
 
     def _query_pre(self, group: Group, items: list, far: int) -> bool:
         if not items:
@@ -636,7 +713,9 @@ def _share_atoms(dst: Machine, src: Machine) -> None:
     dst.atoms, dst.atom_buf, dst.atom_mask = src.atoms, src.atom_buf, src.atom_mask
     dst.waiters, dst.guard_atoms = src.waiters, src.guard_atoms
     dst._ev.clear()
-    dst.fut = []
+    dst._static_cache.clear()
+    dst._por_cache.clear()
+    dst.fut, dst.static_w = [], []
     dst._futures()
 
 
@@ -653,7 +732,8 @@ class _Levels:
         self.arg = arg
         self.m = mach
         self.group = group
-        self.period = arg.period
+        self.period = arg.sym or arg.period  # the step in which level sets may repeat
+        self.flip = arg.sym is not None
         self.sets: list[set] = []
         self.norms: list[frozenset] = []
         self.findings: dict[str, Finding] = {}
@@ -682,12 +762,17 @@ class _Levels:
         return min(ps), max(ps) - min(ps)
 
     def normal(self, state: tuple, m: int) -> tuple:
+        """Iterations relative to the level; with the parity symmetry, parity bits relative
+        to the number of half periods passed."""
         agents = list(state[0])
         for a, (enter, nxt, depth, _) in self.param.items():
             pc, ctrs = agents[a]
             if enter < pc < nxt:
                 agents[a] = (pc, ctrs[:depth] + (ctrs[depth] - m,) + ctrs[depth + 1:])
-        return (tuple(agents),) + state[1:]
+        bars = state[1]
+        if self.flip and (m // self.period) % 2:
+            bars = _flip(bars)
+        return (tuple(agents), bars) + state[2:]
 
     def path_to(self, st: tuple) -> tuple:
         out = []
@@ -758,7 +843,8 @@ class _Levels:
         return False, f"no periodic level structure within {MAX_LEVELS} levels"
 
     def shift(self, state: tuple, delta: int) -> tuple:
-        """The same state with every parametric loop `delta` iterations further on."""
+        """The same state with every parametric loop `delta` iterations further on (and,
+        with the parity symmetry, parity bits flipped once per half period)."""
         if delta == 0:
             return state
         agents = list(state[0])
@@ -766,7 +852,10 @@ class _Levels:
             pc, ctrs = agents[a]
             if enter < pc < nxt:
                 agents[a] = (pc, ctrs[:depth] + (ctrs[depth] + delta,) + ctrs[depth + 1:])
-        return (tuple(agents),) + state[1:]
+        bars = state[1]
+        if self.flip and (delta // self.period) % 2:
+            bars = _flip(bars)
+        return (tuple(agents), bars) + state[2:]
 
     def _find(self, f: Finding, lvl: int) -> None:
         if f.code not in self.findings:
@@ -782,6 +871,11 @@ def _shape(e: Any) -> Any:
     if isinstance(e, tuple):
         return tuple(_shape(x) for x in e)
     return e
+
+
+def _flip(bars: tuple) -> tuple:
+    return tuple((st._replace(parity=st.parity ^ 1) if st.initialized else st, by, fenced, n)
+                 for st, by, fenced, n in bars)
 
 
 def _divisors(n: int) -> list[int]:

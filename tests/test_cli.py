@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from tilesafe.checkers import registry
 from tilesafe.checkers.obligation import Obligation, Severity, Verdict
 from tilesafe.frontend.span import Span

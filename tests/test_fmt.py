@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from tilesafe.frontend import ast
 from tilesafe.frontend.diagnostics import DiagnosticError
 from tilesafe.frontend.fmt import format_expr, format_source, without_spans

@@ -7,11 +7,11 @@ import re
 from pathlib import Path
 
 import pytest
+
+from tilesafe import api
 from tilesafe.frontend import ir
 from tilesafe.frontend.diagnostics import Diagnostic, DiagnosticError, render
 from tilesafe.frontend.load import compile_source
-
-from tilesafe import api
 
 # Line 1 is the kernel header; the body starts on line 5. The body text is indented by
 # two spaces, so a statement's first column is 3.

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from tilesafe.frontend.diagnostics import DiagnosticError, render
 from tilesafe.frontend.fmt import format_module, without_spans
 from tilesafe.frontend.parser import parse
