@@ -26,6 +26,8 @@ CheckFn = Callable[[ir.Kernel, CheckOptions], list[Obligation]]
 CHECKERS: dict[str, str] = {
     "layout": "tilesafe.checkers.layout",
     "access": "tilesafe.checkers.access",
+    "barrier": "tilesafe.checkers.barrier",
+    "ownership": "tilesafe.checkers.ownership",
     "tma": "tilesafe.checkers.tma",
     "banks": "tilesafe.checkers.banks",
 }

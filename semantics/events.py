@@ -31,6 +31,7 @@ from typing import Any
 
 import networkx as nx
 import numpy as np
+
 from tilesafe.frontend import ir
 from tilesafe.frontend.span import Span
 

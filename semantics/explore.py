@@ -196,6 +196,7 @@ class Machine:
         self._por_cache: dict = {}
         self._copy_cache: dict = {}
         self.static_u: list[tuple] = []
+        self._labels_cache: dict[int, str] = model.__dict__.setdefault("_label_cache", {})
         self._prepass()
         self._futures()
 
@@ -510,17 +511,35 @@ class Machine:
         return False
 
     def atom_label(self, atom: int) -> str:
+        """buf, buf[1], buf[0, 32..63, 0..63], or an element count when not a box."""
+        hit = self._labels_cache.get(atom)
+        if hit is not None:
+            return hit
         buf = self.k.buffer(self.atom_buf[atom])
         mask = self.atom_mask[atom]
+        count = bin(mask).count("1")
+        label = f"{buf.name}{{{count} elements}}"
         if mask == (1 << buf.size) - 1:
-            return buf.name
-        if len(buf.shape) > 1:
-            for s in range(buf.shape[0]):
-                if slice_mask(buf, (s,)) == mask:
-                    return f"{buf.name}[{s}]"
-        n = bin(mask).count("1")
-        first = (mask & -mask).bit_length() - 1
-        return f"{buf.name}{{{n} elements from #{first}}}"
+            label = buf.name
+        else:
+            coords = []
+            for flat in ((mask & -mask).bit_length() - 1, mask.bit_length() - 1):
+                c = []
+                for d in reversed(buf.shape):
+                    c.append(flat % d)
+                    flat //= d
+                coords.append(tuple(reversed(c)))
+            lo, hi = coords
+            box = 1
+            for a, b in zip(lo, hi, strict=True):
+                box *= b - a + 1
+            if box == count and all(a <= b for a, b in zip(lo, hi, strict=True)):
+                parts = [str(a) if a == b else f"{a}..{b}" for a, b in zip(lo, hi, strict=True)]
+                while len(parts) > 1 and parts[-1] == f"0..{buf.shape[len(parts) - 1] - 1}":
+                    parts.pop()
+                label = f"{buf.name}[{', '.join(parts)}]"
+        self._labels_cache[atom] = label
+        return label
 
     # ---- the initial state -----------------------------------------------------------------
 
@@ -531,7 +550,8 @@ class Machine:
         perms: tuple = ()
         if self.ownership:
             perms = tuple((frozenset({(FREE, self.unit)}), ()) for _ in self.atom_mask)
-        return (agents, bars, obs, (), perms)
+        defined = (False,) * len(self.atom_mask) if self.ownership else ()
+        return (agents, bars, obs, (), perms, defined)
 
     # ---- moves -----------------------------------------------------------------------------
 
@@ -877,12 +897,13 @@ class _Mut:
         self.obs = list(state[2])
         self.copies = list(state[3])
         self.perms = list(state[4])
+        self.defined = list(state[5])
         self.soft: _Error | None = None
         self.rec = rec
 
     def freeze(self) -> tuple:
         return (tuple(self.agents), tuple(self.bars), tuple(self.obs),
-                tuple(sorted(self.copies)), tuple(self.perms))
+                tuple(sorted(self.copies)), tuple(self.perms), tuple(self.defined))
 
     def note(self, **kw: Any) -> None:
         if self.rec is not None:
@@ -988,6 +1009,10 @@ class _Mut:
         return out
 
     def claim_read(self, a: int, x: int, span: Span | None) -> None:
+        if not self.defined[x]:
+            raise _Error("TS304", f"{self.m.agents[a].cls.name} reads {self.m.atom_label(x)} "
+                         "before anything wrote it (use before ready)", span,
+                         atom=self.m.atom_label(x))
         h = self.holders(x)
         me = ("A", a)
         if h.get(me):
@@ -1039,6 +1064,8 @@ class _Mut:
         m = self.m
         pc, ctrs = self.agents[a]
         ins = m.agents[a].code[pc]
+        if ins.op in (END, "sync"):
+            raise _Error("TS490", f"replay: {m.agents[a].cls.name} cannot move", None)
         ev = m.event(a, pc, ctrs)
         span = ins.stmt.span if ins.stmt is not None else None
         self.note(agents=(a,), ins=ins, ev=ev)
@@ -1069,7 +1096,7 @@ class _Mut:
             self.advance(a)
 
     def state_view(self) -> tuple:
-        return (None, None, None, None, self.perms)
+        return (None, None, None, None, self.perms, self.defined)
 
     def op_init(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
         for inst in ev[1]:
@@ -1304,6 +1331,7 @@ class _Mut:
             self.claim_read(a, x, span)
         for x in writes:
             self.claim_write(a, x, span)
+            self.defined[x] = True
             unf = self.perms[x][1]
             self.set_unfenced(x, {(a, False)} if exact else set(unf) | {(a, False)})
 
@@ -1335,6 +1363,7 @@ class _Mut:
                     h[("P", inst)] = h.get(("P", inst), 0) + m.unit
                     self.set_holders(x, h)
                     self.set_unfenced(x, ())
+                    self.defined[x] = True
             self.bar_op(inst, lambda s: bar_complete_tx(s, nbytes), None, "complete_tx")
         elif m.ownership:
             a, age, atoms, frac = c[1], c[2], c[3], c[4]
@@ -1435,9 +1464,13 @@ def replay(m: Machine, root: tuple, path: tuple) -> tuple[list[TraceStep], tuple
     next_copy = itertools.count()
     for i, mv in enumerate(path):
         rec: list = []
+        if mv[0] == "c" and mv[1] >= len(st[3]):
+            break
         try:
             nxt, _ = m.apply(st, mv, rec)
-        except _Error:
+        except _Error as err:
+            if err.code == "TS490":
+                break
             nxt = None
         steps.append(_describe(m, st, mv, rec, phases, copy_ids, next_copy, i))
         if nxt is None:

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
 from tilesafe.frontend import ir
 from tilesafe.frontend.span import Span
 from tilesafe.semantics import fp, tma_rules

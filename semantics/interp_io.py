@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
+
 from tilesafe.frontend import ir
 from tilesafe.semantics import fp
 from tilesafe.semantics.interp_error import WHERE, InterpError

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import z3
+
 from tilesafe.frontend import ir
 from tilesafe.semantics.events import Instr, Model, free_vars
 from tilesafe.semantics.explore import (
@@ -73,6 +74,8 @@ class Outcome:
     queries: list[str] = field(default_factory=list)  # SMT-LIB of the z3 proofs
     seconds: float = 0.0
     finals: list[tuple[tuple, Machine]] = field(default_factory=list)
+    # ownership: "class @ line N (op)" -> the distinct shares it holds there
+    points: dict[str, set[str]] = field(default_factory=dict)
 
 
 class Timeout(Exception):
@@ -210,6 +213,8 @@ class Argument:
         self._base: z3.Solver | None = None
         self._enc0: Enc | None = None
         self._sizes_cache: dict[int, dict[str, int] | None] = {}
+        self._point_budget = 1500
+        self._done_full: set[int] = set()
 
     # -- entry -------------------------------------------------------------------------------
 
@@ -235,6 +240,13 @@ class Argument:
         argument_ok, why = self._terms(group)
         if not argument_ok:
             self._fallback(why, group)
+            return
+        # Small trip counts first: a bug usually shows within a few iterations, and a buggy
+        # protocol can make the level sets huge. Once refuted, the argument is moot.
+        if self._window_first(group):
+            self.out.complete = False
+            self.out.reason = ("refuted at a small trip count; the argument for every trip "
+                               "count was skipped")
             return
         self._periodic(group)
 
@@ -588,7 +600,8 @@ class Argument:
             if sizes is None:
                 continue
             explored.append(t)
-            self._explore(Config(sizes, t, "full"))
+            if t not in self._done_full:
+                self._explore(Config(sizes, t, "full"))
         # Larger trip counts: tails from the level set at M_T = T - K. Past the pre-periodic
         # levels a tail stands for its whole residue class mod P: explore it for any allowed
         # member of the class, from the level set shifted there.
@@ -652,9 +665,23 @@ class Argument:
             sizes = self._sizes_for(group, t)
             if sizes is not None:
                 explored.append(t)
-                self._explore(Config(sizes, t, "full"))
+                if t not in self._done_full:
+                    self._explore(Config(sizes, t, "full"))
         self.out.argument.update({"kind": "every allowed trip count explored",
                                   "full trip counts": explored})
+
+    def _window_first(self, group: Group, width: int = 4) -> bool:
+        """Explore the smallest allowed trip counts; True when something was found."""
+        lo = self._min_trip(group)
+        if lo is None:
+            return False
+        lo = max(lo, -max(group.offsets.values()))
+        for t in range(lo, lo + width):
+            sizes = self._sizes_for(group, t)
+            if sizes is not None:
+                self._explore(Config(sizes, t, "full"))
+                self._done_full.add(t)
+        return bool(self.out.findings)
 
     def _window_only(self, group: Group, width: int = 8) -> None:
         """Explore small trip counts for counterexamples (no proof)."""
@@ -662,7 +689,7 @@ class Argument:
         lo = max(lo if lo is not None else 0, 0)
         for t in range(lo, lo + width):
             sizes = self._sizes_for(group, t)
-            if sizes is not None:
+            if sizes is not None and t not in self._done_full:
                 self._explore(Config(sizes, t, "full"))
 
     def _fallback(self, why: str, group: Group | None = None) -> None:
@@ -691,6 +718,30 @@ class Argument:
         res = search(mach, [mach.initial()], self.por, self.max_states)
         self._absorb(res, cfg, mach)
 
+    def _points(self, mach: Machine, states) -> None:
+        """The permission state at each program point (part of the evidence): for each
+        class and instruction, the distinct shares it holds there (a sample of states)."""
+        from fractions import Fraction
+        labels = {x: mach.atom_label(x) for x in range(len(mach.atom_mask))}
+        for st in states:
+            self._point_budget -= 1
+            if self._point_budget < 0:
+                return
+            held: dict[int, list[str]] = {}
+            for x, (holders, _) in enumerate(st[4]):
+                for k, v in holders:
+                    if k[0] == "A":
+                        held.setdefault(k[1], []).append(
+                            f"{labels[x]}: {Fraction(v, mach.unit)}")
+            for a, (pc, _) in enumerate(st[0]):
+                ins = mach.agents[a].code[pc]
+                if ins.stmt is None:
+                    continue
+                key = f"{mach.agents[a].cls.name} @ line {ins.stmt.span.line} ({ins.op})"
+                seen = self.out.points.setdefault(key, set())
+                if len(seen) < 6:
+                    seen.add("{" + ", ".join(held.get(a, [])) + "}")
+
     def _absorb(self, res: SearchResult, cfg: Config, mach: Machine, levels=None) -> None:
         self.out.states += res.stats.states
         self.out.transitions += res.stats.transitions
@@ -702,6 +753,8 @@ class Argument:
             self.out.reason = res.stats.reason
         if res.first_final is not None and len(self.out.finals) < 1:
             self.out.finals.append((res.first_final, mach))
+        if mach.ownership and self._point_budget > 0:
+            self._points(mach, res.visited)
         for f in res.findings.values():
             if levels is not None and f.root in levels.parent_of:
                 f = _prefix(f, levels)

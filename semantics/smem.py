@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
 from tilesafe.frontend import ir
 from tilesafe.semantics import fp
 from tilesafe.semantics.interp_error import InterpError

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import z3
+
 from tilesafe.semantics import banks
 
 Target = Literal["nvidia", "cdna3", "cdna4"]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from tilesafe.frontend.load import load_program
 
 HERE = Path(__file__).resolve().parent

@@ -6,6 +6,7 @@ import struct
 
 import numpy as np
 import pytest
+
 from tilesafe.frontend import ir
 from tilesafe.frontend.load import compile_source
 from tilesafe.semantics import fp

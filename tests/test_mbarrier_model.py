@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from tilesafe.semantics.mbarrier import COUNT_MAX, TX_MAX, MbarrierError, MbarrierState
 
 

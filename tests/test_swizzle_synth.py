@@ -9,6 +9,7 @@ import pytest
 import z3
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from tilesafe.semantics.banks import wavefronts_amd_lds, wavefronts_nvidia
 from tilesafe.semantics.swizzle_synth import (
     AccessPattern,

@@ -13,6 +13,7 @@ import itertools
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from tilesafe.semantics import tma_rules as T
 
 GOOD = T.TensorMapSpec.from_row_major("f16", (4096, 4096), (64, 64), swizzle="128B")

@@ -1,0 +1,52 @@
+"""The barrier-protocol checker (TS4xx): mbarrier typestate and liveness.
+
+Every interleaving of the thread classes and the copy engine is explored (with partial-
+order reduction), and a periodicity argument extends the verdict to every trip count (see
+semantics/parametric.py and docs/temporal.md). Properties and codes:
+
+  TS401 use before init            TS402 re-init while live (or by several threads)
+  TS403 more arrivals than the phase has pending (arriving set larger than the count)
+  TS404 tx-count outside the PTX range (also proved symbolically for byte counts)
+  TS405 copy engine signals a barrier whose init was not fenced (fence mbarrier_init)
+  TS406 deadlock: a phase short of arrivals          TS407 expect_tx bytes != bytes delivered
+  TS408 wrong wait parity (passes on a phase already consumed / waits for one that never
+        comes / two phases completed before the wait)
+  TS409 barrier index outside the array              TS410 deadlock
+  TS420 deadlock at sync (a `sync` some threads never reach)
+  TS490 outside what the argument covers (verdict UNKNOWN, never PROVED)
+"""
+
+from __future__ import annotations
+
+from tilesafe.checkers import temporal
+from tilesafe.checkers.obligation import Obligation
+from tilesafe.checkers.registry import CheckOptions
+from tilesafe.checkers.temporal import Prop
+from tilesafe.frontend import ir
+
+CHECKER = "barrier"
+
+PROPS = (
+    Prop("init-before-use", ("TS401",), "every barrier is initialised before any use"),
+    Prop("init-fenced", ("TS405",),
+         "every barrier the copy engine signals had its init fenced (fence mbarrier_init)"),
+    Prop("no-reinit", ("TS402",), "no barrier is initialised twice while live"),
+    Prop("arrival-count", ("TS403", "TS406"),
+         "every phase gets exactly its declared number of arrivals"),
+    Prop("tx-bytes", ("TS407",),
+         "expect_tx bytes per phase equal the bytes the copies signalling it deliver"),
+    Prop("tx-range", ("TS404",), "tx-counts stay within the PTX range"),
+    Prop("wait-parity", ("TS408",), "every wait names the phase it needs by its parity"),
+    Prop("barrier-index", ("TS409",), "every barrier index is inside its array"),
+    Prop("deadlock-free", ("TS410", "TS420"),
+         "no interleaving of the roles and the copy engine deadlocks"),
+)
+
+
+def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:
+    """Barrier-protocol obligations for one kernel (never prints)."""
+    run = temporal.explore_barrier(kernel, options)
+    evidence = {}
+    if run.model is not None:
+        evidence["arrivals per statement"] = temporal.arrival_table(run.model)
+    return temporal.obligations(CHECKER, "TS4", PROPS, run, kernel, evidence, options)

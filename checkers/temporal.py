@@ -1,0 +1,458 @@
+"""What the two temporal checkers (barrier, ownership) share: run the parametric
+exploration of semantics/parametric.py and turn its findings into Obligations with a
+replayable counterexample (the interleaving, then who waits on what, barrier by barrier).
+
+Why one module: both checkers explore the same event model (the ownership one adds
+permissions to the state) and report the same way; each checker only names its properties.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import z3
+
+from tilesafe.checkers.obligation import Obligation, Severity, Verdict
+from tilesafe.checkers.registry import CheckOptions
+from tilesafe.frontend import ir
+from tilesafe.semantics import mbarrier as mb
+from tilesafe.semantics.events import (
+    Lets,
+    Model,
+    Unsupported,
+    build_model,
+    free_vars,
+    happens_before,
+    threads_text,
+    walk,
+)
+from tilesafe.semantics.explore import (
+    END,
+    Finding,
+    Machine,
+    replay,
+    search,
+    trace_lines,
+)
+from tilesafe.semantics.parametric import Config, Enc, Outcome, explore_all
+
+UNKNOWN_CODE = "TS490"
+NO_POR_BUDGET = 600  # states: below this, also count the search without the reduction
+
+
+@dataclass(frozen=True)
+class Prop:
+    """One property a checker reports: its name, the codes that refute it, what it says."""
+
+    name: str
+    codes: tuple[str, ...]
+    claim: str
+
+
+@dataclass
+class Run:
+    model: Model | None
+    outcome: Outcome | None
+    error: Unsupported | None
+    seconds: float
+    states_no_por: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+_CACHE: dict[tuple[int, bool], tuple[ir.Kernel, Run]] = {}
+
+
+def explore_barrier(kernel: ir.Kernel, options: CheckOptions) -> Run:
+    """The run the barrier checker judges by. The ownership exploration runs the same
+    barrier semantics with permissions added; when it covered every size and found nothing
+    at all (so no run was cut short), every barrier-protocol run is one of its runs, and it
+    settles the barrier properties too. Otherwise the barrier semantics is explored alone."""
+    own = explore(kernel, True, options)
+    if own.outcome is not None and own.outcome.complete and not own.outcome.findings:
+        return own
+    return explore(kernel, False, options)
+
+
+def explore(kernel: ir.Kernel, ownership: bool, options: CheckOptions,
+            compare_por: bool = True) -> Run:
+    """Build the model and run the parametric exploration (memoised per kernel object)."""
+    key = (id(kernel), ownership)
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0] is kernel:
+        return hit[1]
+    t0 = time.perf_counter()
+    try:
+        model = build_model(kernel, ownership)
+        outcome = explore_all(model, True, options.max_states, options.timeout_ms)
+    except Unsupported as exc:
+        run = Run(None, None, exc, time.perf_counter() - t0)
+        _CACHE[key] = (kernel, run)
+        return run
+    run = Run(model, outcome, None, time.perf_counter() - t0)
+    if compare_por and outcome.states <= NO_POR_BUDGET:
+        try:
+            plain = explore_all(model, False, options.max_states, options.timeout_ms)
+            run.states_no_por = plain.states
+        except Unsupported:
+            run.states_no_por = None
+    if len(_CACHE) > 64:
+        _CACHE.clear()
+    _CACHE[key] = (kernel, run)
+    return run
+
+
+# ---- counterexamples --------------------------------------------------------------------------
+
+
+def concretize(run: Run, finding: Finding, cfg: Config, mach: Machine
+               ) -> tuple[Machine, Finding, Config]:
+    """A finding whose run does not start at the initial state (a tail started from a
+    level set, or the far system) is re-found in a plain exploration of its trip count, so
+    that the trace starts at the beginning of the kernel."""
+    if finding.root == mach.initial() and cfg.kind == "full":
+        return mach, finding, cfg
+    model = run.model
+    assert model is not None
+    # Runs of the far system are valid, move for move, in any system with a trip count
+    # that keeps the same levels away from the end: try the smallest such trip counts.
+    if cfg.kind.startswith("level") and cfg.trip is not None and finding.root == mach.initial():
+        arg = run.outcome.argument
+        depth = int(cfg.kind.split()[1]) + int(arg.get("K", 0)) + 2
+        for trip in range(depth, depth + 2 * max(1, int(arg.get("P", 1))) + 1):
+            sizes = _sizes_for_trip(run, trip)
+            if sizes is None:
+                continue
+            small = Machine(model, sizes)
+            steps, _, _ = replay(small, small.initial(), finding.path)
+            if steps and len(steps) == len(finding.path):
+                return small, Finding(finding.code, finding.message, finding.span,
+                                      finding.path, small.initial(), finding.soft,
+                                      finding.detail), Config(sizes, trip, "full")
+        return mach, finding, cfg
+    small = Machine(model, cfg.sizes)
+    res = search(small, [small.initial()], True, 200_000)
+    again = res.findings.get(finding.code)
+    if again is not None:
+        return small, again, Config(cfg.sizes, cfg.trip, "full")
+    return mach, finding, cfg
+
+
+def _sizes_for_trip(run: Run, trip: int) -> dict[str, int] | None:
+    from tilesafe.semantics.parametric import Argument
+    arg = Argument(run.model, True, 1000, 5000)
+    group, _ = arg._group()
+    if group is None:
+        return None
+    return arg._sizes_for(group, trip)
+
+
+def counterexample(run: Run, finding: Finding, cfg: Config, mach: Machine) -> dict[str, Any]:
+    mach, finding, cfg = concretize(run, finding, cfg, mach)
+    steps, last, phases = replay(mach, finding.root, finding.path)
+    out: dict[str, Any] = {"sizes": dict(cfg.sizes)}
+    if cfg.trip is not None:
+        out["trip count"] = cfg.trip
+    out["trace"] = trace_lines(steps)
+    if finding.detail.get("state") is not None and finding.code in DEADLOCKS:
+        out["blocked"] = mach.blocked_lines(last, phases)
+    else:
+        out["at"] = mach.blocked_lines(last, phases) or ["every agent finished"]
+    out["barriers"] = [mach.bar_text(last, i, phases) for i in range(mach.ninst)]
+    if mach.ownership:
+        out["permissions"] = permission_lines(mach, last)
+    hb = happens_before(tuple(steps))
+    out["happens-before"] = {"events": hb.number_of_nodes(), "edges": hb.number_of_edges()}
+    if "atom" in finding.detail:
+        out["region"] = finding.detail["atom"]
+    return out
+
+
+DEADLOCKS = ("TS406", "TS407", "TS408", "TS410", "TS420")
+
+
+def permission_lines(mach: Machine, state: tuple) -> list[str]:
+    """Who holds each atom of shared memory (and which copies are in flight)."""
+    lines = []
+    for x, (holders, unfenced) in enumerate(state[4]):
+        parts = []
+        for k, v in sorted(holders):
+            parts.append(f"{_holder(mach, k)} {Fraction(v, mach.unit)}")
+        for c in state[3]:
+            if c[0] == "L" and x in c[4]:
+                parts.append("in-flight TMA load 1")
+            elif c[0] == "S" and x in c[3]:
+                parts.append(f"in-flight TMA store {Fraction(c[4], mach.unit)}")
+        if unfenced:
+            parts.append("unfenced generic writes by " + ", ".join(
+                sorted({mach.agents[c].cls.name for c, _ in unfenced})))
+        lines.append(f"{mach.atom_label(x)}: " + ", ".join(parts))
+    return lines
+
+
+def _holder(mach: Machine, k: tuple) -> str:
+    if k[0] == "F":
+        return "free"
+    if k[0] == "A":
+        return mach.agents[k[1]].cls.name
+    if k[0] == "P":
+        return f"pool of {mach.labels[k[1]]}"
+    if k[0] == "E":
+        return f"{mach.labels[k[1]]} -> {mach.agents[k[2]].cls.name}"
+    if k[0] == "G":
+        return f"finished store of {mach.agents[k[1]].cls.name}"
+    return str(k)
+
+
+# ---- obligations ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Primary:
+    """The violation a kernel is refuted by: the first one reached (fewest steps) in the
+    ownership exploration, which runs the barrier protocol and the permissions together;
+    a byte count outside the tx range for some size comes first of all."""
+
+    code: str
+    finding: Finding | None
+    cfg: Config | None
+    mach: Machine | None
+    run: Run | None
+    static: Obligation | None = None
+
+
+def primary(kernel: ir.Kernel, options: CheckOptions) -> Primary | None:
+    static = tx_range_static(kernel, options)
+    if static is not None:
+        return Primary("TS404", None, None, None, None, static)
+    best = None
+    for ownership in (True, False):
+        run = explore(kernel, ownership, options)
+        if run.outcome is None:
+            continue
+        for f, cfg, mach in run.outcome.findings:
+            if not ownership and f.code.startswith("TS3"):
+                continue
+            depth = _depth(f, mach)
+            key = (depth, PRIORITY.index(f.code) if f.code in PRIORITY else 99)
+            if best is None or key < best[0]:
+                best = (key, Primary(f.code, f, cfg, mach, run))
+        if best is not None:
+            return best[1]
+    return None
+
+
+# Tie-break between violations reached in equally many steps.
+PRIORITY = ("TS402", "TS405", "TS401", "TS409", "TS404", "TS403", "TS407", "TS408", "TS301",
+            "TS303", "TS305", "TS302", "TS304", "TS406", "TS420", "TS410")
+
+
+def _depth(f: Finding, mach: Machine) -> int:
+    """Steps from the start of the kernel (accesses that only claim free permission do
+    not count, so that the two explorations measure runs alike)."""
+    if f.root != mach.initial():
+        return 10**6 + len(f.path)
+    n = 0
+    st = f.root
+    for mv in f.path:
+        if not (mv[0] == "a" and mach.instr(st, mv[1]).op == "access"):
+            n += 1
+        try:
+            st, _ = mach.apply(st, mv)
+        except Exception:  # noqa: BLE001 - the last move is the failing one
+            break
+    return n
+
+
+def obligations(checker: str, family: str, props: tuple[Prop, ...], run: Run,
+                kernel: ir.Kernel, evidence: Mapping[str, Any], options: CheckOptions
+                ) -> list[Obligation]:
+    """One obligation per property: REFUTED with the first finding of one of its codes,
+    PROVED when the exploration covered every allowed size, else UNKNOWN (TS490).
+
+    Only the kernel's primary violation (see `primary`) is an error; other refutations
+    are warnings that follow from it, and properties left unsettled in a refuted kernel
+    are notes (the kernel already fails)."""
+    if run.error is not None:
+        msg = (f"outside the temporal model: {run.error.message}; no verdict on "
+               f"{', '.join(p.name for p in props)}")
+        return [Obligation(checker, "model", Verdict.UNKNOWN, "event model",
+                           run.error.span or kernel.span, UNKNOWN_CODE, msg,
+                           seconds=run.seconds)]
+    out = run.outcome
+    assert out is not None
+    found: dict[str, tuple[Finding, Config, Machine]] = {}
+    for f, cfg, mach in out.findings:
+        if f.code.startswith(family) or f.code in DEADLOCKS or not f.code.startswith("TS3"):
+            if f.code not in found or len(f.path) < len(found[f.code][0].path):
+                found[f.code] = (f, cfg, mach)
+    if family == "TS3":
+        found = {c: v for c, v in found.items() if c.startswith("TS3")}
+    else:
+        found = {c: v for c, v in found.items() if not c.startswith("TS3")}
+    settled = out.complete and not any(not f.soft and c not in DEADLOCKS
+                                       for c, (f, _, _) in found.items())
+    static = tx_range_static(kernel, options) if family == "TS4" else None
+    first = None if (settled and not found and static is None) else primary(kernel, options)
+    if first is not None and first.code.startswith(family) and first.finding is not None:
+        found[first.code] = (first.finding, first.cfg, first.mach)
+    cut = [c for c, _ in out_codes(out) if c not in DEADLOCKS]
+    complete = out.complete and not cut
+    method = _method(out)
+    base_ev = {**evidence, **_stats(run)}
+    results = []
+    for prop in props:
+        if first is not None and first.static is not None and first.code in prop.codes:
+            results.append(first.static)
+            continue
+        codes = prop.codes
+        if first is not None and first.code in codes:
+            codes = (first.code,) + tuple(c for c in codes if c != first.code)
+        hit = next((found[c] for c in codes if c in found), None)
+        if hit is not None:
+            f, cfg, mach = hit
+            owner = first.run if (first is not None and first.finding is f) else run
+            cex = counterexample(owner or run, f, cfg, mach)
+            span = f.span or _deadlock_span(mach, f) or kernel.span
+            message = f.message
+            if "blocked" in cex:
+                message += ": " + "; ".join(cex["blocked"])
+            severity = Severity.ERROR
+            if first is not None and f.code != first.code:
+                severity = Severity.WARNING
+                message += f" [follows the first violation reached, {first.code}]"
+            results.append(Obligation(checker, prop.name, Verdict.REFUTED, method, span,
+                                      f.code, message, severity, run.seconds, cex, base_ev))
+        elif complete:
+            results.append(Obligation(checker, prop.name, Verdict.PROVED, method, kernel.span,
+                                      None, prop.claim, seconds=run.seconds,
+                                      evidence=base_ev))
+        elif first is not None:
+            results.append(Obligation(checker, prop.name, Verdict.UNKNOWN, method, kernel.span,
+                                      None, f"{prop.claim}: not settled (the kernel is "
+                                      f"already refuted, {first.code})", Severity.NOTE,
+                                      run.seconds, evidence=base_ev))
+        else:
+            why = out.reason or ("the exploration stopped at an error (" + ", ".join(sorted(cut))
+                                 + ") before covering every run")
+            results.append(Obligation(checker, prop.name, Verdict.UNKNOWN, method, kernel.span,
+                                      UNKNOWN_CODE, f"{prop.claim}: not established ({why})",
+                                      seconds=run.seconds, evidence=base_ev))
+    return results
+
+
+def tx_range_static(kernel: ir.Kernel, options: CheckOptions) -> Obligation | None:
+    """A byte count that depends only on the sizes is checked for every size at once: an
+    allowed size that takes it outside 0 .. 2^20-1 refutes the tx-range property (TS404)."""
+    key = (id(kernel), "tx")
+    hit = _STATIC.get(key)
+    if hit is not None and hit[0] is kernel:
+        return hit[1]
+    t0 = time.perf_counter()
+    lets = Lets({s.uid: s.value for s in walk(kernel.body) if isinstance(s, ir.Let)})
+    result = None
+    for s in walk(kernel.body):
+        expr = s.tx_bytes if isinstance(s, ir.Arrive) else (
+            s.nbytes if isinstance(s, ir.ExpectTx) else None)
+        if expr is None:
+            continue
+        fv = free_vars(expr, lets)
+        if not any(v.startswith("size:") for v in fv) or fv - {f"size:{n}" for n in
+                                                                kernel.sizes}:
+            continue
+        enc = Enc(kernel, _LetsOnly(kernel, lets), "", {})
+        solver = z3.Solver()
+        solver.set("timeout", options.timeout_ms)
+        solver.add(*enc.where())
+        e = enc.term(expr)
+        solver.add(z3.Or(e > mb.TX_MAX, e < 0))
+        if solver.check() == z3.sat:
+            m = solver.model()
+            sizes = {n: m.eval(v, model_completion=True).as_long()
+                     for n, v in enc.sizes.items()}
+            value = m.eval(e, model_completion=True).as_long()
+            result = Obligation(
+                "barrier", "tx-range", Verdict.REFUTED, "z3 over the sizes", expr.span, "TS404",
+                f"expect_tx of {value} bytes for sizes {sizes}: outside the tx-count range "
+                f"0..{mb.TX_MAX} (the PTX mbarrier tx-count has 20 bits)",
+                seconds=time.perf_counter() - t0,
+                counterexample={"sizes": sizes, "bytes": value},
+                evidence={"smt-lib": solver.to_smt2()})
+            break
+    _STATIC[key] = (kernel, result)
+    return result
+
+
+_STATIC: dict = {}
+
+
+class _LetsOnly:
+    """What parametric.Enc reads of a model: the kernel and its lets."""
+
+    def __init__(self, kernel: ir.Kernel, lets: Lets) -> None:
+        self.kernel = kernel
+        self.lets = lets
+
+
+def out_codes(out: Outcome) -> list[tuple[str, Finding]]:
+    """Hard findings of a run (they cut it short: what lies past them is unexplored)."""
+    return [(f.code, f) for f, _, _ in out.findings if not f.soft]
+
+
+def _deadlock_span(mach: Machine, f: Finding):
+    st = f.detail.get("state")
+    if st is None:
+        return None
+    for a in range(mach.n):
+        ins = mach.instr(st, a)
+        if ins.op != END and ins.stmt is not None:
+            return ins.stmt.span
+    return None
+
+
+def _method(out: Outcome) -> str:
+    arg = out.argument
+    if "m0" in arg:
+        return ("explicit-state search with partial-order reduction + periodicity argument "
+                "(z3) covering every trip count")
+    return "explicit-state search with partial-order reduction"
+
+
+def _stats(run: Run) -> dict[str, Any]:
+    out = run.outcome
+    assert out is not None
+    ev: dict[str, Any] = {
+        "states explored (with partial-order reduction)": out.states,
+        "transitions": out.transitions,
+        "explorations": [{k: v for k, v in e.items() if k != "sizes"}
+                         for e in out.explorations][:40],
+        "argument": {k: v for k, v in out.argument.items() if k != "level sizes"},
+        "smt-lib": out.queries[:8],
+        "seconds": round(run.seconds, 3),
+    }
+    if run.states_no_por is not None:
+        ev["states explored (without partial-order reduction)"] = run.states_no_por
+    model = run.model
+    if model is not None:
+        ev["agents"] = [f"{a.cls.name}: {threads_text(a.cls.threads)}" for a in model.agents]
+    if out.finals:
+        st, mach = out.finals[0]
+        ev["final state"] = {"barriers": [mach.bar_text(st, i) for i in range(mach.ninst)]}
+    return ev
+
+
+def arrival_table(model: Model) -> list[str]:
+    """Arrivals per phase contributed by each arrive statement, per class (exact)."""
+    rows = []
+    for ag in model.agents:
+        for ins in ag.code:
+            if ins.op == "arrive" and ins.stmt is not None:
+                bar = model.kernel.barrier(ins.bar)
+                mode = ins.stmt.mode.value
+                rows.append(f"line {ins.stmt.span.line}: {ag.cls.name} "
+                            f"({ag.cls.size} threads, mode {mode}) -> {ins.count} arrival(s) on "
+                            f"{ins.bar} (count {bar.count})")
+    return rows
