@@ -11,8 +11,11 @@ holds for every size the `where` clause allows:
   W_i . W_j^-1 relates two instances that write one element; it must be empty once the
   identity (i = j) and pairs that took opposite branches of one `if` at the same instance
   are removed.
+* a non-empty grid (TS213): every grid dimension is at least 1 for every allowed size (the
+  driver rejects an empty launch).
 * written at least once (TS212): the union of the writers' ranges contains the tensor's
-  whole index box. Any global tensor that is written is an output, also if it is read
+  whole index box, at every allowed size that launches at least one block (TS213 reports
+  the others). Any global tensor that is written is an output, also if it is read
   (an in-place kernel still writes each element exactly once); a tensor only read has no
   coverage obligation.
 
@@ -56,6 +59,7 @@ GLOBAL_OOB = "TS201"  # a global load/store index outside the tensor for some al
 SHARED_OOB = "TS202"  # a shared-buffer index (or TMA slice) outside the buffer
 WRITTEN_TWICE = "TS211"  # two instances write one element of an output tensor
 UNWRITTEN = "TS212"  # an element of an output tensor no instance writes
+EMPTY_GRID = "TS213"  # a grid dimension below 1 for some allowed size: nothing launches
 ISL_LIMIT = "TS290"  # ISL ran past its operation budget or failed: verdict unknown
 INEXACT = "TS291"  # a guard or index without Presburger form left the verdict open
 
@@ -85,7 +89,9 @@ def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:
                            METHOD, kernel.span, ISL_LIMIT, f"cannot build access relations: "
                            f"{_isl_reason(err)}", seconds=time.perf_counter() - start)]
     setup = time.perf_counter() - start
-    results = []
+    results = [_run(ctx, f"{kernel.name}: grid dimension {axis} at least 1", g.span, setup,
+                    lambda g=g: _grid_nonempty(kernel, ctx, g, where))
+               for axis, g in zip("xyz", kernel.grid, strict=False)]
     for a in accesses:
         if a.clipped:
             continue
@@ -133,6 +139,35 @@ def _isl_reason(err: Exception) -> str:
 
 
 # ---- in bounds ----------------------------------------------------------------------------
+
+
+def _grid_nonempty(kernel: ir.Kernel, ctx: isl.Context, extent: ir.Expr,
+                   where: CondSets) -> _Result:
+    """A launch with a zero grid dimension is rejected by the driver and writes nothing."""
+    env = params_env(kernel, ctx)
+    value = term(extent, env)
+    empty = value.lt_set(constant(env, 1)).params().intersect(where.under)
+    evidence = {"extent": str(value), "where": str(where.under), "violations": str(empty)}
+    if empty.is_empty():
+        inexact = value.lt_set(constant(env, 1)).params().intersect(where.over)
+        if not inexact.is_empty():
+            return _Result(Verdict.UNKNOWN, "the grid may be empty where an unmodelled "
+                           "'where' atom holds", INEXACT, evidence=evidence)
+        return _Result(Verdict.PROVED, "at least one block for every allowed size",
+                       evidence=evidence)
+    sizes, _ = point_values(empty.sample_point())
+    return _Result(Verdict.REFUTED, f"at {_sizes(sizes)} the grid extent is "
+                   f"{eval_sizes(extent, sizes)}: no block runs (and the launch is invalid)",
+                   EMPTY_GRID, {"sizes": sizes}, evidence)
+
+
+def _launchable(kernel: ir.Kernel, ctx: isl.Context) -> isl.Set:
+    """Sizes at which every grid dimension is at least 1 (a valid launch)."""
+    env = params_env(kernel, ctx)
+    result = env.universe().params()
+    for extent in kernel.grid:
+        result = result.intersect(term(extent, env).ge_set(constant(env, 1)).params())
+    return result
 
 
 def _in_bounds(kernel: ir.Kernel, ctx: isl.Context, a: AccessRelation) -> _Result:
@@ -257,8 +292,9 @@ def _twice(kernel: ir.Kernel, a: AccessRelation, b: AccessRelation, pairs: isl.M
 def _at_least_once(kernel: ir.Kernel, ctx: isl.Context, tensor: str,
                    writers: Sequence[AccessRelation], where: CondSets) -> _Result:
     valid = valid_indices(kernel, ctx, tensor, ir.Space.GLOBAL)
-    target_over = valid.intersect_params(where.over)
-    target_under = valid.intersect_params(where.under)
+    launch = _launchable(kernel, ctx)  # an empty grid is TS213's finding, not coverage's
+    target_over = valid.intersect_params(where.over.intersect(launch))
+    target_under = valid.intersect_params(where.under.intersect(launch))
     written_under = isl.Set.empty(valid.get_space())
     written_over = isl.Set.empty(valid.get_space())
     for w in writers:

@@ -27,6 +27,7 @@ from tilesafe.frontend import ir
 from tilesafe.frontend.load import compile_source, load_program
 from tilesafe.frontend.span import Span
 from tilesafe.semantics.access import Kind, collect, point_values
+from tilesafe.semantics.affine import eval_sizes
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = sorted((ROOT / "corpus" / "good").glob("*.tsk"))
@@ -280,6 +281,8 @@ def replay_counterexample(kernel: ir.Kernel, o) -> None:
             assert (inst, element) in pairs[(id(a.node), a.tensor)]
             seen.append((a.name, inst))
         assert seen[0] != seen[1]
+    elif o.code == checker.EMPTY_GRID:
+        assert min(eval_sizes(g, sizes) for g in kernel.grid) < 1
     elif o.code == checker.UNWRITTEN:
         element = tuple(cex["element"])
         tensor = o.name.split(": ")[1].split()[0]
@@ -565,6 +568,10 @@ def test_interpreter_confirms_counterexample(path: Path) -> None:
         with pytest.raises(InterpError) as err:
             interp.run_kernel(kernel, sizes, inputs)
         assert err.value.code == o.code
+    elif o.code == checker.EMPTY_GRID:
+        with pytest.raises(InterpError) as err:  # the launch itself is rejected
+            interp.run_kernel(kernel, sizes, inputs)
+        assert err.value.code == "TS200"
     elif o.code == checker.UNWRITTEN:
         result = interp.run_kernel(kernel, sizes, inputs)
         tensor = o.name.split(": ")[1].split()[0]
