@@ -26,7 +26,7 @@ from tilesafe.checkers.obligation import Obligation, Verdict
 from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend import ir
 from tilesafe.semantics import tma_rules as tr
-from tilesafe.semantics.access import params_env, point_values, where_params
+from tilesafe.semantics.access import collect, params_env, point_values, where_params
 from tilesafe.semantics.affine import NotAffine, constant, eval_sizes, term
 from tilesafe.semantics.smem import realize_offsets
 
@@ -44,6 +44,7 @@ def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:
         out.extend(_operand_obligations(kernel, tmap, spec, options))
     for stmt in _copies(kernel.body):
         out.extend(_copy_obligations(kernel, stmt))
+    out.extend(_box_start_obligations(kernel, options))
     return out
 
 
@@ -173,6 +174,71 @@ def _concrete_operand(tensor: ir.GlobalTensor, rule: tr.OperandRule,
 
 def _sizes(sizes: dict[str, int]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sizes.items()) or "every size"
+
+
+# ---- 2b. the box's innermost start coordinate -------------------------------------------
+
+BOX_START = "TS516"
+
+
+def _box_start_obligations(kernel: ir.Kernel, options: CheckOptions) -> Iterator[Obligation]:
+    """The innermost start coordinate of every copy must be 16-byte aligned (measured on an
+    H100: an unaligned start traps with an illegal-instruction error; no document states it,
+    and the driver cannot check it because coordinates are run-time operands)."""
+    if not kernel.tensormaps:
+        return
+    ctx = isl.Context()
+    ctx.set_max_operations(max(1000, options.timeout_ms * OPS_PER_MS))
+    try:
+        accesses = [a for a in collect(kernel, ctx) if a.clipped]
+    except (isl.Error, NotAffine) as err:
+        yield Obligation(CHECKER, f"{kernel.name}: TMA box starts 16-byte aligned",
+                         Verdict.UNKNOWN, "isl", kernel.span, ISL_LIMIT, str(err))
+        return
+    for a in accesses:
+        eb = kernel.tensor(a.tensor).dtype.nbytes
+        rank = len(kernel.tensor(a.tensor).shape)
+        where = f"{a.span.line}:{a.span.col}"
+        name = (f"{kernel.name}: {a.via.value} at {where}: innermost box start of {a.tensor} "
+                f"16-byte aligned")
+        start = time.perf_counter()
+        ctx.reset_operations()
+        if a.origin is None or a.origin_under is None:
+            yield Obligation(CHECKER, name, Verdict.UNKNOWN, "isl", a.span, ISL_LIMIT,
+                             f"cannot model the coordinates: {a.error}")
+            continue
+        step = 16 // math.gcd(16, eb)  # coordinate multiple that makes coord * eb % 16 == 0
+        outs = ", ".join(f"c{k}" for k in range(rank))
+        text = (f"[{', '.join(kernel.sizes)}] -> {{ {a.tensor}[{outs}] : "
+                f"c{rank - 1} mod {step} > 0 }}")
+        evidence = {"origin": str(a.origin), "rule": f"c{rank - 1} * {eb} % 16 == 0"}
+        try:
+            bad = isl.Set.read_from_str(ctx, text) if step > 1 else None
+            violations = a.origin.intersect_range(bad) if bad is not None else None
+            surely = a.origin_under.intersect_range(bad) if bad is not None else None
+        except isl.Error as err:
+            yield Obligation(CHECKER, name, Verdict.UNKNOWN, "isl", a.span, ISL_LIMIT,
+                             str(err).splitlines()[0] if str(err) else "isl error")
+            continue
+        seconds = time.perf_counter() - start
+        if violations is None or violations.is_empty():
+            yield Obligation(CHECKER, name, Verdict.PROVED, "isl", a.span,
+                             seconds=seconds, evidence=evidence)
+        elif surely.is_empty():
+            yield Obligation(CHECKER, name, Verdict.UNKNOWN, "isl", a.span, "TS591",
+                             "unaligned only where an unmodelled guard allows it",
+                             seconds=seconds, evidence=evidence)
+        else:
+            params, values = point_values(surely.wrap().sample_point())
+            coord = values[len(a.dims):]
+            instance = dict(zip(a.dims, values[:len(a.dims)], strict=False))
+            yield Obligation(
+                CHECKER, name, Verdict.REFUTED, "isl", a.span, BOX_START,
+                f"the box starts at column {coord[-1]} ({coord[-1] * eb} bytes), not a "
+                f"multiple of 16 bytes, at {_sizes(params)} ({_show(instance)}); the copy "
+                f"traps with an illegal-instruction error", seconds=seconds,
+                counterexample={"sizes": params, "instance": instance, "coord": coord},
+                evidence=evidence)
 
 
 # ---- 3. copy statements: destination and arrangement --------------------------------------

@@ -86,6 +86,10 @@ class AccessRelation:
     dropped: tuple[str, ...] = ()  # guards without a Presburger form
     branches: tuple[Branch, ...] = ()
     error: str | None = None  # why `relation` is None
+    # TMA global side only: instance -> the box's start coordinates, before clipping (the
+    # copy engine needs the innermost start 16-byte aligned whether or not it is in bounds)
+    origin: isl.Map | None = None
+    origin_under: isl.Map | None = None
 
     @property
     def name(self) -> str:
@@ -255,10 +259,13 @@ class _Collector:
         env = scope.env(make_space(self.ctx, self.k.sizes, scope.dims, name))
         dom = self.domain(scope, env)
         clipped = bool(coords)
-        relation = relation_under = None
+        relation = relation_under = origin = origin_under = None
         error = None
         try:
             if coords:  # TMA global side: the box at coords, clipped to the tensor
+                start = _points(env, coords, tensor)
+                origin, origin_under = start.intersect_domain(dom.over), start.intersect_domain(
+                    dom.under)
                 rel = _boxes(env, coords, box, tensor)
                 rel = rel.intersect_range(valid_indices(self.k, self.ctx, tensor, space))
             else:  # a point (load/store) or a buffer slice: prefix indices then whole dims
@@ -272,7 +279,8 @@ class _Collector:
         return AccessRelation(
             self.count, tensor, space, kind, via, scope.dims,
             tuple(scope.dims[pos] for _, pos in scope.loops), dom.over, dom.under,
-            relation, relation_under, span, node, clipped, dom.dropped, scope.branches, error)
+            relation, relation_under, span, node, clipped, dom.dropped, scope.branches, error,
+            origin, origin_under)
 
     def domain(self, scope: _Scope, env: AffineEnv) -> CondSets:
         sets = where_sets(self.k, env)

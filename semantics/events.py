@@ -367,6 +367,7 @@ class AccessNode:
     cond: Fn | None = None
     then: tuple[AccessNode, ...] = ()
     orelse: tuple[AccessNode, ...] = ()
+    span: Span | None = None  # the load or store itself (for diagnostics)
 
 
 @dataclass(frozen=True)
@@ -722,14 +723,15 @@ def _index_exact(exprs: tuple[ir.Expr, ...], lets: Lets) -> bool:
 def _loads_nodes(e: ir.Expr, lets: Lets, kernel: ir.Kernel) -> tuple[AccessNode, ...]:
     out = []
     for ld in shared_loads(e):
-        out.append(_acc_node(ld.tensor, False, ld.indices, lets))
+        out.append(_acc_node(ld.tensor, False, ld.indices, lets, ld.span))
     return tuple(out)
 
 
-def _acc_node(buffer: str, write: bool, indices: tuple[ir.Expr, ...], lets: Lets) -> AccessNode:
+def _acc_node(buffer: str, write: bool, indices: tuple[ir.Expr, ...], lets: Lets,
+              span: Span | None = None) -> AccessNode:
     exact = _index_exact(indices, lets)
     index = tuple(compile_expr(i, lets) for i in indices) if exact else ()
-    return AccessNode("acc", buffer=buffer, write=write, index=index, exact=exact)
+    return AccessNode("acc", buffer=buffer, write=write, index=index, exact=exact, span=span)
 
 
 def _access_nodes(stmts: tuple[ir.Stmt, ...], lets: Lets, kernel: ir.Kernel
@@ -743,7 +745,7 @@ def _access_nodes(stmts: tuple[ir.Stmt, ...], lets: Lets, kernel: ir.Kernel
             for e in s.indices + (s.value,):
                 out.extend(_loads_nodes(e, lets, kernel))
             if s.space is ir.Space.SHARED:
-                out.append(_acc_node(s.tensor, True, s.indices, lets))
+                out.append(_acc_node(s.tensor, True, s.indices, lets, s.span))
         elif isinstance(s, (ir.VarDecl, ir.Assign)):
             out.extend(_loads_nodes(s.value, lets, kernel))
         elif isinstance(s, ir.For):
@@ -805,7 +807,8 @@ def _inexact(nodes: tuple[AccessNode, ...]) -> list[AccessNode]:
     out = []
     for n in nodes:
         if n.kind == "acc":
-            out.append(AccessNode("acc", buffer=n.buffer, write=n.write, exact=False))
+            out.append(AccessNode("acc", buffer=n.buffer, write=n.write, exact=False,
+                                  span=n.span))
         else:
             out.extend(_inexact(n.then))
             out.extend(_inexact(n.orelse))
@@ -881,6 +884,43 @@ def _fp(nodes: tuple[AccessNode, ...], pts: dict[str, Any], mask: np.ndarray,
             m = np.repeat(mask, reps) & (var >= np.repeat(lo, reps)) & (var < np.repeat(hi, reps))
             m &= (var - np.repeat(lo, reps)) % n.step == 0
             _fp(n.then, new, m, kernel, acc)
+
+
+def leaves(nodes: tuple[AccessNode, ...]) -> Iterator[AccessNode]:
+    for n in nodes:
+        if n.kind == "acc":
+            yield n
+        else:
+            yield from leaves(n.then)
+            yield from leaves(n.orelse)
+
+
+def culprit(nodes: tuple[AccessNode, ...], env: Mapping[str, Any], threads: tuple[int, ...],
+            kernel: ir.Kernel, buffer: str, mask: int, write: bool) -> Span | None:
+    """The span of the first load or store among `nodes` whose footprint meets `mask`."""
+    for leaf in leaves(nodes):
+        if leaf.buffer != buffer or leaf.write != write:
+            continue
+        only = _keep(nodes, leaf)
+        fp = footprint(only, env, threads, kernel).get(buffer)
+        if fp is not None and (fp[1] if write else fp[0]) & mask:
+            return leaf.span
+    return None
+
+
+def _keep(nodes: tuple[AccessNode, ...], leaf: AccessNode) -> tuple[AccessNode, ...]:
+    """The tree with every access other than `leaf` removed."""
+    out = []
+    for n in nodes:
+        if n.kind == "acc":
+            if n is leaf:
+                out.append(n)
+        else:
+            then, orelse = _keep(n.then, leaf), _keep(n.orelse, leaf)
+            if then or orelse:
+                out.append(AccessNode(n.kind, uid=n.uid, lo=n.lo, hi=n.hi, step=n.step,
+                                      cond=n.cond, then=then, orelse=orelse))
+    return tuple(out)
 
 
 def _bits(a: np.ndarray) -> int:
@@ -978,6 +1018,8 @@ class TraceStep:
     completes: int = -1  # phase number this step completed on `inst`
     observes: int = -1  # phase number this wait observed
     copy_id: int = -1  # copy issued (tma_*) or completed (copy_*)
+    reads: tuple[str, ...] = ()  # shared-memory regions read (ownership runs)
+    writes: tuple[str, ...] = ()  # shared-memory regions written
 
 
 def happens_before(steps: tuple[TraceStep, ...]) -> nx.DiGraph:
@@ -1019,3 +1061,23 @@ def happens_before(steps: tuple[TraceStep, ...]) -> nx.DiGraph:
 def ordered(g: nx.DiGraph, a: int, b: int) -> bool:
     """True when one of two steps happens before the other in the run's graph."""
     return nx.has_path(g, a, b) or nx.has_path(g, b, a)
+
+
+def reads_after_writes(steps: tuple[TraceStep, ...], g: nx.DiGraph) -> tuple[int, list[str]]:
+    """Every read of a region must happen after the last write of it before it in the run
+    (else the run read racy data). Returns (ordered pairs, descriptions of unordered ones)."""
+    last_write: dict[str, TraceStep] = {}
+    good, bad = 0, []
+    for st in steps:
+        for region in st.reads:
+            w = last_write.get(region)
+            if w is None:
+                continue
+            if nx.has_path(g, w.index, st.index):
+                good += 1
+            else:
+                bad.append(f"step {st.index + 1} reads {region} written at step {w.index + 1} "
+                           "with no happens-before path")
+        for region in st.writes:
+            last_write[region] = st
+    return good, bad

@@ -46,6 +46,7 @@ from tilesafe.semantics.events import (
     Model,
     TraceStep,
     Unsupported,
+    culprit,
     footprint,
     slice_mask,
 )
@@ -492,6 +493,16 @@ class Machine:
         except _Error:
             return None
 
+    def culprit_span(self, a: int, where: tuple, atom: int, write: bool) -> Span | None:
+        """The load or store (inside a collapsed loop, say) that touched the atom."""
+        pc, ctrs = where
+        ins = self.agents[a].code[pc]
+        if ins.op != "access":
+            return None
+        env = self.env(a, ins, ctrs)
+        return culprit(ins.access, env, self.agents[a].cls.threads, self.k,
+                       self.atom_buf[atom], self.atom_mask[atom], write)
+
     def released_before(self, a: int, pc: int, atom: int) -> bool:
         """Did this class, earlier in the same pass over its code (back to the loop head or
         the start), arrive on a barrier guarding this atom's buffer before waiting on one?
@@ -716,7 +727,7 @@ class Machine:
         # and whether they are enabled: memoise on exactly that.
         agents = state[0]
         sig = (tuple((k, v[0], v[1], v[2], agents[k[1]][0] if k[0] == "a" else 0)
-                     for k, v in info.items()), tuple(enabled))
+                     for k, v in info.items()), len(enabled))
         hit = self._por_cache.get(sig)
         if hit is None:
             hit = self._persistent(state, enabled, info)
@@ -1010,6 +1021,7 @@ class _Mut:
 
     def claim_read(self, a: int, x: int, span: Span | None) -> None:
         if not self.defined[x]:
+            span = self.m.culprit_span(a, self.agents[a], x, False) or span
             raise _Error("TS304", f"{self.m.agents[a].cls.name} reads {self.m.atom_label(x)} "
                          "before anything wrote it (use before ready)", span,
                          atom=self.m.atom_label(x))
@@ -1041,6 +1053,7 @@ class _Mut:
     def denied(self, a: int, x: int, h: dict, span: Span | None, write: bool) -> None:
         m = self.m
         name, region = m.agents[a].cls.name, m.atom_label(x)
+        span = m.culprit_span(a, self.agents[a], x, write) or span
         others = [self.who(h, ("A", a))] + self.copy_holders(x)
         others = [o for o in others if o != "nobody"] or ["nobody (its permission is lost)"]
         held = "; ".join(others)
@@ -1123,7 +1136,8 @@ class _Mut:
         if not self.m.ownership:
             return
         mine = (a, False)
-        for x, (_, unf) in enumerate(self.perms):
+        for _, x in self.m.static_u[a]:
+            unf = self.perms[x][1]
             if mine in unf:
                 self.set_unfenced(x, set(unf) - {mine})
 
@@ -1183,7 +1197,8 @@ class _Mut:
 
     def publish(self, a: int) -> None:
         mine = (a, False)
-        for x, (_, unf) in enumerate(self.perms):
+        for _, x in self.m.static_u[a]:
+            unf = self.perms[x][1]
             if mine in unf:
                 self.set_unfenced(x, (set(unf) - {mine}) | {(a, True)})
 
@@ -1386,19 +1401,38 @@ class SearchResult:
     first_final: tuple | None = None
 
 
+SLACK = 12  # after a violation, explore this many steps deeper (for nearby codes), no more
+
+
 def search(m: Machine, roots: list[tuple], por: bool, max_states: int,
            level=None, max_level: int | None = None, stop_on_hard: bool = False
            ) -> SearchResult:
     """Breadth-first exploration from `roots`; the first finding of each code is kept with
-    the path that reaches it. `level`/`max_level` cut the search at a level (used by the
-    parametric argument), leaving frontier states unexpanded."""
+    the path that reaches it. Once something is found the search goes only SLACK steps
+    deeper (a refuted kernel needs no complete state space, and a broken protocol can make
+    it huge); the result is then marked incomplete."""
     stats = Stats()
     parents: dict = {r: None for r in roots}
+    depth: dict = {r: 0 for r in roots}
     queue = deque(roots)
     findings: dict[str, Finding] = {}
     first_final = None
+    horizon: int | None = None
+
+    def found(code: str, f: Finding, d: int) -> None:
+        nonlocal horizon
+        if code not in findings:
+            findings[code] = f
+        if horizon is None:
+            horizon = d + SLACK
+
     while queue:
         st = queue.popleft()
+        d = depth[st]
+        if horizon is not None and d > horizon:
+            stats.complete = False
+            stats.reason = "stopped after a violation"
+            continue
         stats.states += 1
         if stats.states > max_states:
             stats.complete = False
@@ -1420,28 +1454,27 @@ def search(m: Machine, roots: list[tuple], por: bool, max_states: int,
             else:
                 stats.deadlocks += 1
                 code, why = m.classify_deadlock(st)
-                if code not in findings:
-                    root, path = _path(parents, st)
-                    findings[code] = Finding(code, why, None, path, root, False, {"state": st})
+                root, path = _path(parents, st)
+                found(code, Finding(code, why, None, path, root, False, {"state": st}), d)
             continue
         for mv, nxt, info in succ:
             stats.transitions += 1
             if nxt is None:
                 err: _Error = info
-                if err.code not in findings:
-                    root, path = _path(parents, st)
-                    findings[err.code] = Finding(err.code, err.message, err.span, path + (mv,),
-                                                 root, False, {"state": st, **err.detail})
+                root, path = _path(parents, st)
+                found(err.code, Finding(err.code, err.message, err.span, path + (mv,), root,
+                                        False, {"state": st, **err.detail}), d + 1)
                 if stop_on_hard:
                     stats.reason = "stopped at the first error"
                     return SearchResult(stats, findings, parents, set(parents), first_final)
                 continue
-            if info is not None and info.code not in findings:
+            if info is not None:
                 root, path = _path(parents, st)
-                findings[info.code] = Finding(info.code, info.message, info.span, path + (mv,),
-                                              root, True, {"state": st, **info.detail})
+                found(info.code, Finding(info.code, info.message, info.span, path + (mv,), root,
+                                         True, {"state": st, **info.detail}), d + 1)
             if nxt not in parents:
                 parents[nxt] = (st, mv)
+                depth[nxt] = d + 1
                 queue.append(nxt)
     return SearchResult(stats, findings, parents, set(parents), first_final)
 
@@ -1511,7 +1544,8 @@ def _describe(m: Machine, st: tuple, mv: tuple, rec: list, phases: dict, copy_id
             done = f", completing phase {completes}" if completes >= 0 else ""
             return TraceStep(index, ("copy engine",), "copy_load", 0,
                              f"TMA load lands: complete_tx {c[2]} bytes on {label}{done}",
-                             label, completes, -1, cid)
+                             label, completes, -1, cid,
+                             writes=tuple(m.atom_label(x) for x in c[4]))
         return TraceStep(index, ("copy engine",), "copy_store", 0,
                          f"TMA store of {m.agents[c[1]].cls.name} finishes", "", -1, -1, cid)
     a = mv[1]
@@ -1525,6 +1559,14 @@ def _describe(m: Machine, st: tuple, mv: tuple, rec: list, phases: dict, copy_id
                       for lc, i in zip(ins.ctx, ctrs, strict=False))
     where = f" [{iters}]" if iters else ""
     detail = ins.op
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    fused = [r for r in rec if r.get("fused") and r["ev"][0] == "ok" and r["ins"].op == "access"]
+    for r in ([{"ev": ev}] if ins.op == "access" and ev[0] == "ok" else []) + fused:
+        reads += tuple(m.atom_label(x) for x in r["ev"][1])
+        writes += tuple(m.atom_label(x) for x in r["ev"][2])
+    if ins.op == "tma_store" and ev[0] == "ok":
+        reads = tuple(m.atom_label(x) for x in ev[2])
     if ev[0] == "ok" and ins.op in ("wait", "arrive", "expect_tx", "tma_load"):
         inst_label = m.labels[ev[1]]
         if ins.op == "wait":
@@ -1555,8 +1597,11 @@ def _describe(m: Machine, st: tuple, mv: tuple, rec: list, phases: dict, copy_id
         detail = f"tma_store from {ins.buffer}"
     elif ins.op == "wait_group":
         detail = f"wait_group {ins.pending}"
+    if fused:
+        detail += "; then " + "; ".join(
+            "reads " + ", ".join(sorted({m.atom_label(x) for x in r["ev"][1]})) for r in fused)
     return TraceStep(index, names, ins.op, line, detail + where, inst_label, completes,
-                     observes, copy_id)
+                     observes, copy_id, reads, writes)
 
 
 def trace_lines(steps: list[TraceStep]) -> list[str]:

@@ -423,19 +423,32 @@ def injective(m: object, domain: object = None, *, max_ops: int = DEFAULT_MAX_OP
     """No two coordinates of the domain share an offset. Witness: coord_a, coord_b, offset."""
 
     def body() -> Result:
-        mm = _restrict(_as_map(m), domain)
+        split = _swizzle_split(m)
+        ev: dict[str, str] = {}
+        if split is not None:
+            # sw is a bijection of the naturals, so sw o (off + L) collides exactly where L
+            # does; deciding on L avoids ISL's costly elimination of the XOR bits
+            inner, sw, off = split
+            full = _restrict(_as_map(m), domain)
+            mm = _restrict(inner, domain)
+            ev = {"map": str(full), "decided_on": str(mm),
+                  "lemma": f"{sw} is a bijection on offsets >= 0, so only the inner layout "
+                           "can collide"}
+        else:
+            full = mm = _restrict(_as_map(m), domain)
+            ev = {"map": str(mm)}
         n = mm.dim(isl.dim_type.in_)
         pairs = mm.apply_range(mm.reverse())
         lt = isl.Map.lex_lt(mm.get_space().domain())
         coll = pairs.intersect(lt)
-        ev = {"map": str(mm), "collisions": str(coll)}
+        ev["collisions"] = str(coll)
         if coll.is_empty():
             return Result("injective", PROVED, None, ev)
         params, vals = _point(coll.wrap().sample_point(), 2 * n)
         ca, cb = vals[:n], vals[n:]
         w = {"params": params, "coord_a": ca, "coord_b": cb,
-             "offset": _scalar(eval_map(mm, ca, params)),
-             "offset_b": _scalar(eval_map(mm, cb, params))}
+             "offset": _scalar(eval_map(full, ca, params)),
+             "offset_b": _scalar(eval_map(full, cb, params))}
         return Result("injective", REFUTED, w, ev, reason="two coordinates share an offset")
 
     return _guarded("injective", max_ops, body)
@@ -479,19 +492,50 @@ def in_bounds(m: object, domain: object = None, lo: int | str | Sequence[int | s
     return _guarded("in_bounds", max_ops, body)
 
 
+def _swizzle_split(obj: object) -> tuple[isl.Map, Swizzle, int] | None:
+    """(inner map, swizzle, offset) when `obj` is `swizzle o (offset + inner)`."""
+    if isinstance(obj, ComposedLayout):
+        return cute_map(obj.layout), obj.swizzle, obj.offset
+    method = getattr(obj, "isl_swizzle_split", None)
+    return method() if callable(method) else None
+
+
 def covers(m: object, domain: object = None, codomain: object = None, *,
            max_ops: int = DEFAULT_MAX_OPS) -> Result:
     """Every point of `codomain` (an isl.Set, ISL text, an int n for [0, n), or a shape
-    tuple for a box) is the offset of some coordinate. Witness: an uncovered offset."""
+    tuple for a box) is the offset of some coordinate. Witness: an uncovered offset.
+
+    For a swizzled layout sw o (off + L) the check runs on the preimage: sw is an involution
+    on the naturals, so p is produced iff sw(p) - off is produced by L. That avoids the
+    complement of a projected swizzle, which ISL computes slowly (5 s vs 0.2 s measured).
+    """
 
     def body() -> Result:
-        mm = _restrict(_as_map(m), domain)
         if isinstance(codomain, int):
             cod = box_set([codomain])
         else:
             cod = _as_set(codomain)
         if cod is None:
             raise ValueError("covers needs a codomain")
+        split = _swizzle_split(m) if domain is None and cod.dim(isl.dim_type.set) == 1 else None
+        if split is not None:
+            inner, sw, off = split
+            pre = read_map(f"{{ [p] -> [o] : p >= 0 and o = {swizzle_expr(sw, 'p')} - {off} }}")
+            negative = cod.intersect(read_set("{ [p] : p < 0 }"))
+            missed = cod.apply(pre).subtract(inner.range()).intersect_params(
+                inner.domain().params())
+            ev = {"inner": str(inner), "swizzle": f"{sw} offset {off}", "codomain": str(cod),
+                  "uncovered_preimage": str(missed), "uncovered_negative": str(negative)}
+            if missed.is_empty() and negative.is_empty():
+                return Result("covers", PROVED, None, ev)
+            if not negative.is_empty():
+                params, vals = _point(negative.sample_point(), 1)
+                w = {"params": params, "offset": vals[0]}
+            else:
+                params, vals = _point(missed.sample_point(), 1)
+                w = {"params": params, "offset": sw(vals[0] + off)}
+            return Result("covers", REFUTED, w, ev, reason="an offset is never produced")
+        mm = _restrict(_as_map(m), domain)
         # only parameter values where the (restricted) layout is defined are in question
         rng = range_set(m) if domain is None else mm.range()
         uncovered = cod.subtract(rng).intersect_params(mm.domain().params())

@@ -307,6 +307,21 @@ class RealLayout:
         """{ [c0, ..., c_{n-1}] -> [off] } on 0 <= c_i < shape_i."""
         return self.impl.to_isl().intersect_domain(LI.box_set(list(self.shape)))
 
+    def isl_range(self) -> isl.Set:
+        """The offsets produced (a swizzle is applied to its inner range, which is fast)."""
+        split = self.isl_swizzle_split()
+        if split is None:
+            return self.to_isl().range()
+        inner, sw, _ = split
+        return inner.range().apply(LI.swizzle_map(sw))
+
+    def isl_swizzle_split(self) -> tuple[isl.Map, Swizzle, int] | None:
+        """(inner map, swizzle, 0) when this layout is a swizzle of another (see covers)."""
+        if isinstance(self.impl, _SwizzleImpl):
+            inner = self.impl.inner.to_isl().intersect_domain(LI.box_set(list(self.shape)))
+            return inner, self.impl.swizzle, 0
+        return None
+
     def describe(self) -> str:
         dims = ",".join(map(str, self.shape))
         return (f"{self.term} over [{dims}] x {self.elem_bytes} B: {self.impl.describe()}; "

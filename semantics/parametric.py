@@ -73,7 +73,7 @@ class Outcome:
     argument: dict[str, Any] = field(default_factory=dict)
     queries: list[str] = field(default_factory=list)  # SMT-LIB of the z3 proofs
     seconds: float = 0.0
-    finals: list[tuple[tuple, Machine]] = field(default_factory=list)
+    finals: list[tuple[tuple, Machine, tuple, tuple]] = field(default_factory=list)
     # ownership: "class @ line N (op)" -> the distinct shares it holds there
     points: dict[str, set[str]] = field(default_factory=dict)
 
@@ -681,7 +681,9 @@ class Argument:
             if sizes is not None:
                 self._explore(Config(sizes, t, "full"))
                 self._done_full.add(t)
-        return bool(self.out.findings)
+                if self.out.findings:
+                    return True
+        return False
 
     def _window_only(self, group: Group, width: int = 8) -> None:
         """Explore small trip counts for counterexamples (no proof)."""
@@ -751,8 +753,11 @@ class Argument:
         if not res.stats.complete:
             self.out.complete = False
             self.out.reason = res.stats.reason
-        if res.first_final is not None and len(self.out.finals) < 1:
-            self.out.finals.append((res.first_final, mach))
+        if res.first_final is not None and (not self.out.finals or cfg.kind == "full"):
+            from tilesafe.semantics.explore import _path
+            self.out.finals.clear()
+            root, path = _path(res.parents, res.first_final)
+            self.out.finals.append((res.first_final, mach, root, path))
         if mach.ownership and self._point_budget > 0:
             self._points(mach, res.visited)
         for f in res.findings.values():
@@ -800,6 +805,7 @@ class _Levels:
         self.param = {a: ag.param_loop for a, ag in enumerate(mach.agents)
                       if ag.param_loop is not None}
         self.t_far = 0
+        self.stop = False  # a violation was found: the argument is moot
 
     def progress(self, state: tuple, a: int) -> int:
         enter, nxt, depth, _ = self.param[a]
@@ -844,6 +850,8 @@ class _Levels:
             queue = list(frontier)
             nxt: list = []
             while queue:
+                if self.stop:
+                    return False, f"refuted at level {lvl} of the far system"
                 st = queue.pop()
                 self.states += 1
                 if self.states > self.arg.max_states:
@@ -883,6 +891,8 @@ class _Levels:
                         queue.append(new)
                     else:
                         nxt.append(new)
+            if self.stop:
+                return False, f"refuted at level {lvl} of the far system"
             self.sets.append(current)
             self.norms.append(frozenset(self.normal(s, lvl) for s in current)
                               | {("level mod", lvl % self.period)})
@@ -914,6 +924,7 @@ class _Levels:
         if f.code not in self.findings:
             self.findings[f.code] = f
             self.finding_level[f.code] = lvl
+        self.stop = True
 
 
 def _shape(e: Any) -> Any:

@@ -3,6 +3,8 @@ pointwise on random small layouts."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -33,7 +35,9 @@ from tilesafe.semantics.inttuple import (
     product,
 )
 
-SETTINGS = settings(max_examples=60, deadline=None)
+# LAYOUT_EXAMPLES=300 pytest ... runs a longer soak of the same properties
+SCALE = int(os.environ.get("LAYOUT_EXAMPLES", "0"))
+SETTINGS = settings(max_examples=SCALE or 60, deadline=None)
 
 # --- strategies --------------------------------------------------------------------------
 

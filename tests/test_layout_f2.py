@@ -4,6 +4,7 @@ composition and inversion laws, and agreement with CuTe swizzles (which are F2-l
 from __future__ import annotations
 
 import itertools
+import os
 
 import pytest
 from hypothesis import assume, given, settings
@@ -12,7 +13,9 @@ from hypothesis import strategies as st
 from tilesafe.semantics.cute import ComposedLayout, Layout, Swizzle
 from tilesafe.semantics.linear_layout import LinearLayout, gf2_rank
 
-SETTINGS = settings(max_examples=60, deadline=None)
+# LAYOUT_EXAMPLES=300 pytest ... runs a longer soak of the same properties
+SCALE = int(os.environ.get("LAYOUT_EXAMPLES", "0"))
+SETTINGS = settings(max_examples=SCALE or 60, deadline=None)
 
 
 @st.composite

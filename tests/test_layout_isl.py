@@ -9,6 +9,7 @@ enumeration; every refutation must carry a witness that is concretely true.
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,7 +24,9 @@ from tilesafe.semantics.lego import GroupBy, LegoChain, LegoLayout, OrderBy, til
 from tilesafe.semantics.linear_layout import LinearLayout
 from tilesafe.semantics.piecewise import Piece, PiecewiseLayout, Var, ragged_tiles
 
-SETTINGS = settings(max_examples=25, deadline=None)
+# LAYOUT_EXAMPLES=300 pytest ... runs a longer soak of the same properties
+SCALE = int(os.environ.get("LAYOUT_EXAMPLES", "0"))
+SETTINGS = settings(max_examples=SCALE or 25, deadline=None)
 
 Fn = Callable[[tuple[int, ...]], tuple[int, ...]]
 
@@ -97,12 +100,14 @@ def check_equiv_verdict(ma: isl.Map, mb: isl.Map, coords: Sequence[tuple[int, ..
 
 
 @st.composite
-def cute_layouts(draw: st.DrawFn) -> Layout:
+def cute_layouts(draw: st.DrawFn, leaf: st.SearchStrategy[int] | None = None) -> Layout:
+    if leaf is None:
+        leaf = st.integers(1, 3)
     n_modes = draw(st.integers(1, 3))
     shapes: list[Any] = []
     for _ in range(n_modes):
         if draw(st.booleans()):
-            shapes.append(tuple(draw(st.integers(1, 3)) for _ in range(draw(st.integers(2, 3)))))
+            shapes.append(tuple(draw(leaf) for _ in range(draw(st.integers(2, 3)))))
         else:
             shapes.append(draw(st.integers(1, 4)))
     shape = tuple(shapes)
@@ -160,7 +165,9 @@ def swizzled(draw: st.DrawFn) -> ComposedLayout:
     m = draw(st.integers(0, 2))
     s = draw(st.integers(max(b, 1), 3)) * draw(st.sampled_from([1, 1, -1]))
     assume(m + min(0, s) >= 0)
-    layout = draw(cute_layouts())
+    # swizzles are used on power-of-two tiles; nested non-power-of-two modes under a
+    # swizzle make ISL's projections explode (see the report), so leaves are 1, 2 or 4 here
+    layout = draw(cute_layouts(st.sampled_from([1, 2, 4])))
     return ComposedLayout(Swizzle(b, m, s), layout, draw(st.sampled_from([0, 0, 3])))
 
 
@@ -171,6 +178,8 @@ def test_swizzled_against_enumeration(cl: ComposedLayout) -> None:
     coords, f = mode_coords(cl), cute_fn(cl)
     check_pointwise(m, coords, f)
     check_injective_verdict(m, coords, f)
+    # the structured path (decided on the inner layout) must give the same verdict
+    assert LI.injective(cl).ok == brute_injective(coords, f)
     check_bounds_and_cover(cl, coords, f, cl.layout.size())
 
 
@@ -280,7 +289,7 @@ def pw_fn(pw: PiecewiseLayout, params: dict[str, int]) -> Fn:
     return lambda c: pw.offset(c, params)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=SCALE or 15, deadline=None)
 @given(st.integers(1, 11), st.integers(1, 11))
 def test_piecewise_against_enumeration(mv: int, nv: int) -> None:
     pw = ragged_tiles(4, 4)

@@ -5,13 +5,14 @@ together with the barrier checker's, agrees with running the kernel."""
 
 from __future__ import annotations
 
-import re
+import functools
 from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from tilesafe.checkers import barrier, ownership
 from tilesafe.checkers.obligation import Severity, Verdict
 from tilesafe.checkers.registry import CheckOptions
@@ -25,7 +26,9 @@ BAD = ROOT / "corpus" / "bad"
 OPTS = CheckOptions()
 
 
+@functools.cache
 def kernel_of(path: Path):
+    """Parsed once per test session, so the checkers' per-kernel cache is shared."""
     return load_program(path).kernels[0]
 
 
@@ -33,7 +36,8 @@ def kernel_of(path: Path):
 def test_good_corpus_proved(path: Path):
     obs = ownership.check(kernel_of(path), OPTS)
     assert {o.name for o in obs} == {p.name for p in ownership.PROPS}
-    bad = [f"{o.name}: {o.verdict.value} {o.message}" for o in obs if o.verdict is not Verdict.PROVED]
+    bad = [f"{o.name}: {o.verdict.value} {o.message}" for o in obs
+           if o.verdict is not Verdict.PROVED]
     assert not bad, bad
 
 
@@ -64,6 +68,9 @@ RACES = {  # file -> (sizes, reference function of the inputs)
                                          lambda k, i: {"out": _f(k, i, "x").sum(axis=1)}),
     "ts303_producer_skips_empty_wait.tsk": ({"M": 64, "N": 192},
                                             lambda k, i: {"dst": _f(k, i, "src")}),
+    # The interpreter runs threads one by one: lanes that pass the wrong-parity wait before
+    # the tile lands read poison, lanes that test it after the copy block for a phase that
+    # never comes, so the run ends in a deadlock rather than with a wrong output.
     "ts304_wrong_wait_parity.tsk": ({"M": 64, "N": 64}, lambda k, i: {"dst": _f(k, i, "src")}),
     "ts305_release_before_last_read.tsk": ({"M": 64, "N": 192},
                                            lambda k, i: {"dst": _f(k, i, "src")}),
@@ -76,13 +83,16 @@ def _f(k, inputs, name):
     return as_float(inputs[name], k.tensor(name).dtype)
 
 
-def wrong_output_seed(k, sizes, ref, seeds) -> int | None:
+def wrong_output_seed(k, sizes, ref, seeds, errors: bool = False) -> int | None:
+    """The first seed whose run produces a wrong output (or, with `errors`, fails)."""
     inputs = random_inputs(k, sizes, 1)
     want = ref(k, inputs)
     for seed in seeds:
         try:
             res = run_kernel(k, sizes, inputs, seed=seed)
         except InterpError:
+            if errors:
+                return seed
             continue
         for name, value in want.items():
             if not np.array_equal(as_float(res.tensors[name], k.tensor(name).dtype), value):
@@ -94,9 +104,12 @@ def wrong_output_seed(k, sizes, ref, seeds) -> int | None:
 def test_static_race_gives_a_different_output(name: str):
     k = kernel_of(BAD / name)
     obs = ownership.check(k, OPTS) + barrier.check(k, OPTS)
-    assert any(o.verdict is Verdict.REFUTED and (o.code or "").startswith("TS3") for o in obs)
+    # Reported as the kernel's error, or as a warning that follows from it (code in evidence).
+    assert any(o.verdict is Verdict.REFUTED and o.checker == "ownership"
+               and (o.code or o.evidence.get("code", "")).startswith("TS3") for o in obs)
     sizes, ref = RACES[name]
-    assert wrong_output_seed(k, sizes, ref, range(8)) is not None
+    errors = name.startswith("ts304_wrong")
+    assert wrong_output_seed(k, sizes, ref, range(8), errors=errors) is not None
 
 
 def test_good_pipeline_output_is_schedule_independent():
@@ -151,7 +164,9 @@ def pipelines(draw):
     stages = draw(st.integers(1, 4))
     warps = draw(st.integers(1, 4))
     mutation = draw(st.sampled_from(["none", "none", "producer parity", "consumer parity",
-                                     "count", "bytes low", "bytes high"]))
+                                     "count", "count low", "bytes low", "bytes high"]))
+    if mutation == "count low" and warps == 1:
+        mutation = "count"
     width = 32 * warps
     fields = dict(stages=stages, block=32 * (warps + 1), empty_count=warps, pp=1, cp=0,
                   nbytes=128, last=warps + 1, width=width, sweeps=-(-64 // width))
@@ -161,6 +176,8 @@ def pipelines(draw):
         fields["cp"] = 1
     elif mutation == "count":
         fields["empty_count"] = warps + 1
+    elif mutation == "count low":  # W warp arrivals against a count of W - 1
+        fields["empty_count"] = warps - 1
     elif mutation == "bytes low":
         fields["nbytes"] = 64
     elif mutation == "bytes high":
@@ -168,7 +185,7 @@ def pipelines(draw):
     return mutation, TEMPLATE.format(**fields)
 
 
-@settings(max_examples=14, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=pipelines())
 def test_verdict_agrees_with_running_the_kernel(case):
     mutation, src = case
@@ -188,7 +205,9 @@ def test_verdict_agrees_with_running_the_kernel(case):
         return
     assert mutation != "none", [o.message for o in refuted]
     cex = refuted[0].counterexample
-    sizes = {"M": 8, "N": cex["sizes"]["N"]}
+    # The interpreter runs threads one by one (the checker runs each class in lockstep):
+    # a surplus arrival then spills into the next phase and shows a few tiles later.
+    sizes = {"M": 8, "N": max(cex["sizes"]["N"], 48)}
     failures = 0
     inputs = random_inputs(k, sizes, 1)
     for seed in range(8):

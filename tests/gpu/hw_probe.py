@@ -9,10 +9,13 @@ so pytest can collect the tests (and skip them) on machines without cuda-python 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
+import json
 import math
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from tilesafe.semantics.tma_rules import TensorMapSpec
+from tilesafe.semantics.tma_rules import DTYPES, TensorMapSpec, box_bytes
 
 KERNEL_SOURCE = Path(__file__).with_name("hw_kernels.cu")
 NVCC_ARCH = "-gencode=arch=compute_90a,code=sm_90a"
@@ -47,7 +50,8 @@ _DTYPE = {
     "tf32": "TFLOAT32",
     "tf32_ftz": "TFLOAT32_FTZ",
 }
-_INTERLEAVE = {"none": "NONE", "16B": "16B", "32B": "32B"}
+_PREFIX = "CU_TENSOR_MAP_"
+_IL = {"none": "NONE", "16B": "16B", "32B": "32B"}
 _SWIZZLE = {"none": "NONE", "32B": "32B", "64B": "64B", "128B": "128B"}
 _L2 = {"none": "NONE", "64B": "L2_64B", "128B": "L2_128B", "256B": "L2_256B"}
 _OOB = {"zero": "NONE", "nan": "NAN_REQUEST_ZERO_FMA"}
@@ -148,6 +152,7 @@ class Hopper:
         from cuda.bindings import driver as cu
 
         self._cu = cu
+        self.cubin = cubin
         _check(cu.cuInit(0))
         self.device = _check(cu.cuDeviceGet(0))
         self._ctx = _check(cu.cuDevicePrimaryCtxRetain(self.device))
@@ -199,7 +204,19 @@ class Hopper:
             # An empty list reaches the driver as a null pointer, which it refuses even for
             # rank 1 (docs/hardware-rules.md, binding note); give it one ignored, valid entry.
             strides = [16 * max(1, math.ceil(spec.global_dims[0] * spec.elem_bytes / 16))]
-        err, tmap = cu.cuTensorMapEncodeTiled(
+        try:
+            err, tmap = self._encode_call(spec, strides, address)
+        except ValueError as exc:
+            if spec.rank <= 5:
+                raise
+            # cuda-bindings itself refuses arrays longer than 5 before the driver sees them.
+            return EncodeResult(False, f"binding: {exc}", None)
+        ok = err == cu.CUresult.CUDA_SUCCESS
+        return EncodeResult(ok, "" if ok else err.name, tmap if ok else None)
+
+    def _encode_call(self, spec: TensorMapSpec, strides: list[int], address: int) -> Any:
+        cu = self._cu
+        return cu.cuTensorMapEncodeTiled(
             getattr(cu.CUtensorMapDataType, "CU_TENSOR_MAP_DATA_TYPE_" + _DTYPE[spec.dtype]),
             spec.rank,
             address,
@@ -207,13 +224,11 @@ class Hopper:
             [cu.cuuint64_t(v) for v in strides],
             [cu.cuuint32_t(v) for v in spec.box_dims],
             [cu.cuuint32_t(v) for v in spec.element_strides],
-            getattr(cu.CUtensorMapInterleave, "CU_TENSOR_MAP_INTERLEAVE_" + _INTERLEAVE[spec.interleave]),
-            getattr(cu.CUtensorMapSwizzle, "CU_TENSOR_MAP_SWIZZLE_" + _SWIZZLE[spec.swizzle]),
-            getattr(cu.CUtensorMapL2promotion, "CU_TENSOR_MAP_L2_PROMOTION_" + _L2[spec.l2_promotion]),
-            getattr(cu.CUtensorMapFloatOOBfill, "CU_TENSOR_MAP_FLOAT_OOB_FILL_" + _OOB[spec.oob_fill]),
+            getattr(cu.CUtensorMapInterleave, _PREFIX + "INTERLEAVE_" + _IL[spec.interleave]),
+            getattr(cu.CUtensorMapSwizzle, _PREFIX + "SWIZZLE_" + _SWIZZLE[spec.swizzle]),
+            getattr(cu.CUtensorMapL2promotion, _PREFIX + "L2_PROMOTION_" + _L2[spec.l2_promotion]),
+            getattr(cu.CUtensorMapFloatOOBfill, _PREFIX + "FLOAT_OOB_FILL_" + _OOB[spec.oob_fill]),
         )
-        ok = err == cu.CUresult.CUDA_SUCCESS
-        return EncodeResult(ok, "" if ok else err.name, tmap if ok else None)
 
     # -- launches ----------------------------------------------------------------------------
     def tile_load(
@@ -269,7 +284,9 @@ class Hopper:
             parity0_after=bool(f[4]),
         )
 
-    def mbarrier_programs(self, programs: Sequence[Sequence[tuple[int, int, int]]]) -> list[list[int]]:
+    def mbarrier_programs(
+        self, programs: Sequence[Sequence[tuple[int, int, int]]]
+    ) -> list[list[int]]:
         """Run each program (list of (opcode, barrier, argument)) in its own block; return each
         op's result (0/1 for waits, -1 otherwise), program by program."""
         cu = self._cu
@@ -305,3 +322,77 @@ class Hopper:
         self._allocs.clear()
         cu.cuModuleUnload(self._module)
         cu.cuDevicePrimaryCtxRelease(self.device)
+
+
+# -- loads that may trap ---------------------------------------------------------------------
+# A copy the hardware rejects at run time raises CUDA_ERROR_ILLEGAL_INSTRUCTION, which poisons
+# the whole context; such loads therefore run in a child process of their own.
+
+
+def isolated_tile_load(
+    cubin: Path,
+    dtype: str,
+    shape: Sequence[int],
+    box: Sequence[int],
+    coords: Sequence[int],
+    swizzle: str = "none",
+) -> tuple[str, bool]:
+    """One tile load (row-major shape/box/coords) in a fresh process and context.
+
+    Returns (status, completed): status is 'CUDA_SUCCESS', a CUDA error name such as
+    'CUDA_ERROR_ILLEGAL_INSTRUCTION', or 'ENCODE_REFUSED <error>'.
+    """
+    request = {
+        "dtype": dtype,
+        "shape": list(shape),
+        "box": list(box),
+        "coords": list(coords),
+        "swizzle": swizzle,
+    }
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), str(cubin), json.dumps(request)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines or not lines[-1].startswith("RESULT "):
+        raise RuntimeError(f"isolated load crashed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    _, status, completed = lines[-1].split(" ", 2)
+    return status, completed == "1"
+
+
+def _isolated_main(cubin: str, request_json: str) -> str:
+    req = json.loads(request_json)
+    eb = DTYPES[req["dtype"]][0]
+    hw = Hopper(Path(cubin))
+    try:
+        address = hw.alloc(math.prod(req["shape"]) * eb + 256)
+        spec = TensorMapSpec.from_row_major(
+            req["dtype"], req["shape"], req["box"], swizzle=req["swizzle"]
+        )
+        spec = dataclasses.replace(spec, global_address_alignment=address & -address)
+        enc = hw.encode(spec, address)
+        if not enc.accepted:
+            return f"RESULT ENCODE_REFUSED:{enc.error} 0"
+        try:
+            res = hw.tile_load(
+                enc.tensor_map,
+                req["coords"][::-1],
+                smem_offset=0,
+                tx_bytes=box_bytes(spec),
+                timeout_cycles=20_000_000,
+            )
+        except RuntimeError as exc:
+            return f"RESULT {str(exc).rsplit(' ', 1)[-1]} 0"
+        return f"RESULT CUDA_SUCCESS {int(res.completed)}"
+    finally:
+        try:
+            hw.close()
+        except Exception:  # the context may be poisoned; the process ends anyway
+            pass
+
+
+if __name__ == "__main__":
+    sys.stdout.write(_isolated_main(sys.argv[1], sys.argv[2]) + "\n")
