@@ -75,7 +75,11 @@ def verdict(obs) -> str:
                      and o.severity is Severity.ERROR})
     if errors:
         return ",".join(c or "?" for c in errors)
-    return "proved" if all(o.verdict is Verdict.PROVED for o in obs) else "unknown"
+    if all(o.verdict is Verdict.PROVED for o in obs):
+        return "proved"
+    # Not proved, but no error of its own: the kernel is refuted by the other checker.
+    return "moot" if all(o.severity is not Severity.ERROR for o in obs
+                         if o.verdict is not Verdict.PROVED) else "unknown"
 
 
 def states(kernel, ownership_mode: bool, por: bool, options: CheckOptions) -> str:
@@ -145,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
           f"outright {arg.get('full trip counts')}, tails from level sets for "
           f"{arg.get('tail trip counts')})")
     print("states marked * : exploration incomplete (limit or unsupported), no findings")
+    print("moot: not settled because the kernel is refuted by the other checker (a note)")
     return 0
 
 

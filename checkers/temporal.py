@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -280,7 +280,8 @@ def obligations(checker: str, family: str, props: tuple[Prop, ...], run: Run,
     if run.error is not None:
         msg = (f"outside the temporal model: {run.error.message}; no verdict on "
                f"{', '.join(p.name for p in props)}")
-        return [Obligation(checker, "model", Verdict.UNKNOWN, "event model",
+        return [Obligation(checker, f"{kernel.name}: temporal model", Verdict.UNKNOWN,
+                           "event model",
                            run.error.span or kernel.span, UNKNOWN_CODE, msg,
                            seconds=run.seconds)]
     out = run.outcome
@@ -306,8 +307,9 @@ def obligations(checker: str, family: str, props: tuple[Prop, ...], run: Run,
     base_ev = {**evidence, **_stats(run)}
     results = []
     for prop in props:
+        name = f"{kernel.name}: {prop.name}"
         if first is not None and first.static is not None and first.code in prop.codes:
-            results.append(first.static)
+            results.append(replace(first.static, name=name))
             continue
         codes = prop.codes
         if first is not None and first.code in codes:
@@ -328,21 +330,21 @@ def obligations(checker: str, family: str, props: tuple[Prop, ...], run: Run,
                 severity, code = Severity.WARNING, None
                 message = f"{f.code}, follows from {first.code}: {message}"
                 ev = {**base_ev, "code": f.code, "follows from": first.code}
-            results.append(Obligation(checker, prop.name, Verdict.REFUTED, method, span,
+            results.append(Obligation(checker, name, Verdict.REFUTED, method, span,
                                       code, message, severity, run.seconds, cex, ev))
         elif complete:
-            results.append(Obligation(checker, prop.name, Verdict.PROVED, method, kernel.span,
+            results.append(Obligation(checker, name, Verdict.PROVED, method, kernel.span,
                                       None, prop.claim, seconds=run.seconds,
                                       evidence=base_ev))
         elif first is not None:
-            results.append(Obligation(checker, prop.name, Verdict.UNKNOWN, method, kernel.span,
+            results.append(Obligation(checker, name, Verdict.UNKNOWN, method, kernel.span,
                                       None, f"{prop.claim}: not settled (the kernel is "
                                       f"already refuted, {first.code})", Severity.NOTE,
                                       run.seconds, evidence=base_ev))
         else:
             why = out.reason or ("the exploration stopped at an error (" + ", ".join(sorted(cut))
                                  + ") before covering every run")
-            results.append(Obligation(checker, prop.name, Verdict.UNKNOWN, method, kernel.span,
+            results.append(Obligation(checker, name, Verdict.UNKNOWN, method, kernel.span,
                                       UNKNOWN_CODE, f"{prop.claim}: not established ({why})",
                                       seconds=run.seconds, evidence=base_ev))
     return results

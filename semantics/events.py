@@ -411,7 +411,6 @@ class Instr:
 class Agent:
     cls: ThreadClass
     code: tuple[Instr, ...]
-    future: tuple[frozenset, ...]  # name-level objects the agent may touch from each pc on
     param_loop: tuple[int, int, int, ir.For] | None  # (enter pc, next pc, depth, stmt)
 
     @property
@@ -470,7 +469,7 @@ def build_model(kernel: ir.Kernel, ownership: bool) -> Model:
             sym.append(SymLoop(len(agents), stmt, depth > 0))
             if param is None:
                 param = (enter_pc, next_pc, depth, stmt)
-        agents.append(Agent(cls, code, _futures(kernel, code, cls), param))
+        agents.append(Agent(cls, code, param))
     instances = tuple((b.name, i) for b in kernel.barriers for i in range(b.instances))
     return Model(kernel, classes, tuple(agents), instances, ownership, tuple(sym), all_lets)
 
@@ -941,61 +940,6 @@ def slice_mask(buf: ir.SharedBuffer, prefix: tuple[int, ...]) -> int:
         start = start * d + p
     start *= inner
     return ((1 << inner) - 1) << start
-
-
-# ---- future objects (for partial-order reduction) ---------------------------------------------
-
-
-def _futures(kernel: ir.Kernel, code: tuple[Instr, ...], cls: ThreadClass
-             ) -> tuple[frozenset, ...]:
-    """Name-level objects an agent may touch from each pc on (fixpoint over the CFG)."""
-    own = [_objects_static(kernel, ins, cls) for ins in code]
-    succ: list[list[int]] = []
-    for pc, ins in enumerate(code):
-        if ins.op == "end":
-            succ.append([])
-        elif ins.op == "jump":
-            succ.append([ins.target])
-        elif ins.op in ("enter", "branch"):
-            succ.append([pc + 1, ins.target])
-        elif ins.op == "next":
-            succ.append([pc + 1, ins.target])
-        else:
-            succ.append([pc + 1])
-    fut = [set(o) for o in own]
-    changed = True
-    while changed:
-        changed = False
-        for pc in range(len(code) - 1, -1, -1):
-            for q in succ[pc]:
-                if not fut[q] <= fut[pc]:
-                    fut[pc] |= fut[q]
-                    changed = True
-    return tuple(frozenset(f) for f in fut)
-
-
-def _objects_static(kernel: ir.Kernel, ins: Instr, cls: ThreadClass) -> set:
-    o: set = set()
-    if ins.op in ("init", "wait", "arrive", "expect_tx", "tma_load"):
-        o.add(("b", ins.bar))
-        guard = kernel.barrier(ins.bar).guards
-        if guard is not None:
-            o.add(("m", guard.buffer))
-    if ins.op in ("tma_load", "tma_store"):
-        o.add(("m", ins.buffer))
-    if ins.op in ("tma_store", "commit", "wait_group"):
-        o.add(("g", cls.index))
-    if ins.op == "wait_group":
-        o.add(("m", "*"))
-    if ins.op == "sync":
-        o.add(("s",))
-    if ins.op == "fence_init":
-        o.update(("b", b.name) for b in kernel.barriers)
-    if ins.op in ("fence_proxy", "access"):
-        o.update(("m", b.name) for b in kernel.shared)
-    if ins.op == "arrive" and ins.per_warp:
-        o.add(("w", ins.stmt.span.line, ins.stmt.span.col))
-    return o
 
 
 # ---- happens-before ---------------------------------------------------------------------------

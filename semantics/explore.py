@@ -7,7 +7,7 @@ interleavings of independent steps.
 
 State (a tuple, hashed as a whole):
   agents   per class: (pc, loop counters); pc always points at a visible instruction
-  bars     per barrier instance: (BarSt, initialising class or -1, fenced, phases
+  bars     per barrier instance: (MbarrierState, initialising class or -1, fenced, phases
            completed capped at 2 -- only a first wait needs it)
   obs      per (class, instance): phases completed that the class has not yet observed
            with a wait (0, 1, 2 = two or more), or -1 before its first wait
@@ -35,7 +35,7 @@ from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, NamedTuple
+from typing import Any
 
 from tilesafe.frontend import ir
 from tilesafe.frontend.span import Span
@@ -55,79 +55,9 @@ END = "end"
 _EMPTY: frozenset = frozenset()
 _SYNC = frozenset({("s",)})
 FREE = ("F",)
-# mbarrier model codes (semantics/mbarrier.py) -> barrier-checker codes.
-MODEL_CODES = {"TS410": "TS401", "TS414": "TS402", "TS412": "TS403", "TS411": "TS403",
-               "TS413": "TS404", "TS415": "TS408", "TS416": "TS407"}
-
-
-class BarSt(NamedTuple):
-    """One mbarrier as a plain tuple (fast to hash). The operations below follow
-    semantics/mbarrier.py (the executable PTX model) step for step, with its constants and
-    error codes; tests/test_barrier_checker.py checks that they agree on random sequences."""
-
-    initialized: bool = False
-    parity: int = 0
-    pending: int = 0
-    expected: int = 0
-    tx: int = 0
-
-
-def _tx_after(st: BarSt, nbytes: int, sign: int) -> int:
-    if not 0 <= nbytes <= mb.TX_MAX:
-        raise mb.MbarrierError("TS413", f"tx operand {nbytes} is outside 0..{mb.TX_MAX}")
-    new = st.tx + sign * nbytes
-    if not mb.TX_MIN <= new <= mb.TX_MAX:
-        raise mb.MbarrierError("TS413", f"tx-count would become {new}, outside "
-                               f"{mb.TX_MIN}..{mb.TX_MAX}")
-    return new
-
-
-def _settle(st: BarSt) -> BarSt:
-    if st.pending == 0 and st.tx == 0:
-        return BarSt(True, st.parity ^ 1, st.expected, st.expected, 0)
-    return st
-
-
-def _need_init(st: BarSt, op: str) -> None:
-    if not st.initialized:
-        raise mb.MbarrierError("TS410", f"{op} on an uninitialised mbarrier")
-
-
-def bar_init(st: BarSt, count: int) -> BarSt:
-    if st.initialized:
-        raise mb.MbarrierError("TS414", "mbarrier.init on a live mbarrier (inval it first)")
-    if not 1 <= count <= mb.COUNT_MAX:
-        raise mb.MbarrierError("TS411", f"init count {count} is outside 1..{mb.COUNT_MAX}")
-    return BarSt(True, 0, count, count, 0)
-
-
-def bar_arrive(st: BarSt, count: int = 1) -> BarSt:
-    _need_init(st, "arrive")
-    if not 1 <= count <= mb.COUNT_MAX:
-        raise mb.MbarrierError("TS412", f"arrival count {count} is outside 1..{mb.COUNT_MAX}")
-    if count > st.pending:
-        raise mb.MbarrierError("TS412", f"{count} arrival(s) but only {st.pending} pending "
-                               "(undefined behaviour)")
-    return _settle(st._replace(pending=st.pending - count))
-
-
-def bar_arrive_expect_tx(st: BarSt, nbytes: int) -> BarSt:
-    _need_init(st, "arrive.expect_tx")
-    return bar_arrive(st._replace(tx=_tx_after(st, nbytes, +1)), 1)
-
-
-def bar_expect_tx(st: BarSt, nbytes: int) -> BarSt:
-    _need_init(st, "expect_tx")
-    new = _tx_after(st, nbytes, +1)
-    if new == 0 and st.pending == 0 and nbytes != 0:
-        raise mb.MbarrierError("TS416", "expect_tx returns tx-count to zero after all "
-                               "arrivals: whether the phase completes is not specified by PTX")
-    return st._replace(tx=new)
-
-
-def bar_complete_tx(st: BarSt, nbytes: int) -> BarSt:
-    _need_init(st, "complete_tx")
-    return _settle(st._replace(tx=_tx_after(st, nbytes, -1)))
+# mbarrier model codes without a barrier-checker code of their own -> the checker's codes
+# (the model already raises TS401..TS404 itself).
+MODEL_CODES = {"TS411": "TS403", "TS415": "TS408", "TS416": "TS407"}
 
 
 @dataclass(frozen=True)
@@ -181,7 +111,6 @@ class Machine:
         self.bar_len = {b.name: b.instances for b in self.k.barriers}
         self.labels = [model.label(i) for i in range(len(model.instances))]
         self.bar_count = {b.name: b.count for b in self.k.barriers}
-        self.step_errors: list = []
         self.atoms: dict[str, list[int]] = {}
         self.atom_buf: list[str] = []
         self.atom_mask: list[int] = []
@@ -429,6 +358,8 @@ class Machine:
                         rr, ww = self._objects(a, ins, ev)
                         r.update(rr)
                         w.update(ww)
+                        if ins.op == "tma_load":  # the copy it issues completes later
+                            w.update(self._copy_objects(("L", ev[1], ins.nbytes, True, ev[2])))
                         if ins.op == "access":
                             writes_atoms.update(("u", x) for x in ev[2])
                         elif ins.op == "init":
@@ -556,7 +487,7 @@ class Machine:
 
     def initial(self) -> tuple:
         agents = tuple(self.settle(a, 0, ()) for a in range(self.n))
-        bars = tuple((BarSt(), -1, False, 0) for _ in range(self.ninst))
+        bars = tuple((mb.MbarrierState(), -1, False, 0) for _ in range(self.ninst))
         obs = (-1,) * (self.n * self.ninst)
         perms: tuple = ()
         if self.ownership:
@@ -742,50 +673,77 @@ class Machine:
                 if not r and not w:
                     return [mv]
         keys = list(info)
+        nk = len(keys)
         futs = []
+        blocked: list = []
         for k in keys:
             if k[0] == "a":
                 futs.append(self.fut[k[1]][agents[k[1]][0]])
+                ok, r, _ = info[k]
+                ins = self.instr(state, k[1])
+                blocked.append(next(iter(r)) if (not ok and ins.op == "wait" and r) else None)
             else:
                 futs.append((_EMPTY, info[k][2]))
+                blocked.append(None)
         index = {k: i for i, k in enumerate(keys)}
-        nk = len(keys)
-        adj: dict[int, list[int]] = {}
+        # Who could write each blocking object (and so unblock the wait).
+        writers = {}
+        for i, obj in enumerate(blocked):
+            if obj is not None and obj not in writers:
+                writers[obj] = [j for j in range(nk) if j != i and obj in futs[j][1]]
 
-        def neighbours(i: int) -> list[int]:
-            hit = adj.get(i)
-            if hit is not None:
-                return hit
-            k = keys[i]
-            ok, r, w = info[k]
-            if ("s",) in w:
-                out = [j for j in range(nk) if j != i]
-            else:
-                out = []
+        allf = [fr | fw for fr, fw in futs]
+        steps_all = [info[k] for k in keys]
+        step_all = [r | w for _, r, w in steps_all]
+
+        enabled_idx = {index[mv] for mv in enabled}
+
+        def closure(start: int, limit: int) -> set[int] | None:
+            """The closed set from one seed, or None as soon as it holds `limit` enabled
+            moves: it cannot beat the best set found (and a cut-off set is not closed, so
+            it is never used)."""
+            chosen = {start}
+            _, reads, writes = steps_all[start]
+            changed = True
+            while changed:
+                if len(chosen & enabled_idx) >= limit:
+                    return None
+                changed = False
+                if ("s",) in writes:
+                    return set(range(nk))
                 for j in range(nk):
-                    if j == i:
+                    if j in chosen:
                         continue
-                    fr, fw = futs[j]
-                    if (w and (not w.isdisjoint(fw) or not w.isdisjoint(fr))) or (
-                            r and not r.isdisjoint(fw)):
-                        out.append(j)
-                if not ok and k[0] == "a":
-                    ins = self.instr(state, k[1])
-                    if ins.op == "arrive" and ins.per_warp:
-                        out.extend(index[("a", g)] for g in ins.group if ("a", g) in index)
-            adj[i] = out
-            return out
+                    if blocked[j] is not None and all(x in chosen for x in writers[blocked[j]]):
+                        # Blocked until some step of the set runs: only its next step counts.
+                        fw, fa = steps_all[j][2], step_all[j]
+                    else:
+                        fw, fa = futs[j][1], allf[j]
+                    if (writes and not writes.isdisjoint(fa)) or (
+                            reads and not reads.isdisjoint(fw)):
+                        chosen.add(j)
+                        _, r, w = steps_all[j]
+                        reads, writes = reads | r, writes | w
+                        changed = True
+                for i in list(chosen):
+                    k = keys[i]
+                    if k[0] == "a" and not info[k][0]:
+                        ins = self.instr(state, k[1])
+                        if ins.op == "arrive" and ins.per_warp:
+                            for g in ins.group:
+                                gi = index.get(("a", g))
+                                if gi is not None and gi not in chosen:
+                                    chosen.add(gi)
+                                    _, r, w = steps_all[gi]
+                                    reads, writes = reads | r, writes | w
+                                    changed = True
+            return chosen
 
         best = enabled
         for seed in enabled:
-            start = index[seed]
-            seen = {start}
-            work = [start]
-            while work and len(seen) < len(best) + 1:
-                for j in neighbours(work.pop()):
-                    if j not in seen:
-                        seen.add(j)
-                        work.append(j)
+            seen = closure(index[seed], len(best))
+            if seen is None:
+                continue
             subset = [mv for mv in enabled if index[mv] in seen]
             if len(subset) < len(best):
                 best = subset
@@ -1120,7 +1078,7 @@ class _Mut:
                 raise _Error("TS402", f"init of {self.m.labels[inst]}, which is live "
                              f"(initialised by {who})", span)
             try:
-                new = bar_init(st, self.m.bar_count[ins.bar])
+                new = st.init(self.m.bar_count[ins.bar])
             except mb.MbarrierError as exc:
                 raise _Error(MODEL_CODES.get(exc.code, exc.code), exc.message, span) from None
             self.bars[inst] = (new, a, False, 0)
@@ -1226,11 +1184,11 @@ class _Mut:
                          f"{st.expected} pending: the arriving thread set is larger than the "
                          "declared count", span, arrivals=n, count=st.expected)
 
-        def op(s: BarSt) -> BarSt:
+        def op(s: mb.MbarrierState) -> mb.MbarrierState:
             if tx is None:
-                return bar_arrive(s, n)
+                return s.arrive(n)[0]
             for _ in range(n):
-                s = bar_arrive_expect_tx(s, tx)
+                s = s.arrive_expect_tx(tx)[0]
             return s
 
         self.bar_op(inst, op, span, "arrive")
@@ -1253,9 +1211,9 @@ class _Mut:
     def op_expect_tx(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
         inst, tx = ev[1], ev[2]
 
-        def op(s: BarSt) -> BarSt:
+        def op(s: mb.MbarrierState) -> mb.MbarrierState:
             for _ in range(ins.count):
-                s = bar_expect_tx(s, tx)
+                s = s.expect_tx(tx)
             return s
 
         self.bar_op(inst, op, span, "expect_tx")
@@ -1379,7 +1337,7 @@ class _Mut:
                     self.set_holders(x, h)
                     self.set_unfenced(x, ())
                     self.defined[x] = True
-            self.bar_op(inst, lambda s: bar_complete_tx(s, nbytes), None, "complete_tx")
+            self.bar_op(inst, lambda s: s.complete_tx(nbytes), None, "complete_tx")
         elif m.ownership:
             a, age, atoms, frac = c[1], c[2], c[3], c[4]
             for x in atoms:
@@ -1405,8 +1363,7 @@ SLACK = 12  # after a violation, explore this many steps deeper (for nearby code
 
 
 def search(m: Machine, roots: list[tuple], por: bool, max_states: int,
-           level=None, max_level: int | None = None, stop_on_hard: bool = False
-           ) -> SearchResult:
+           stop_on_hard: bool = False) -> SearchResult:
     """Breadth-first exploration from `roots`; the first finding of each code is kept with
     the path that reaches it. Once something is found the search goes only SLACK steps
     deeper (a refuted kernel needs no complete state space, and a broken protocol can make
@@ -1438,8 +1395,6 @@ def search(m: Machine, roots: list[tuple], por: bool, max_states: int,
             stats.complete = False
             stats.reason = f"state limit {max_states} reached"
             break
-        if level is not None and max_level is not None and level(st) > max_level:
-            continue
         try:
             succ, enabled, _ = m.successors(st, por)
         except Unsupported as exc:
@@ -1454,14 +1409,14 @@ def search(m: Machine, roots: list[tuple], por: bool, max_states: int,
             else:
                 stats.deadlocks += 1
                 code, why = m.classify_deadlock(st)
-                root, path = _path(parents, st)
+                root, path = path_to(parents, st)
                 found(code, Finding(code, why, None, path, root, False, {"state": st}), d)
             continue
         for mv, nxt, info in succ:
             stats.transitions += 1
             if nxt is None:
                 err: _Error = info
-                root, path = _path(parents, st)
+                root, path = path_to(parents, st)
                 found(err.code, Finding(err.code, err.message, err.span, path + (mv,), root,
                                         False, {"state": st, **err.detail}), d + 1)
                 if stop_on_hard:
@@ -1469,7 +1424,7 @@ def search(m: Machine, roots: list[tuple], por: bool, max_states: int,
                     return SearchResult(stats, findings, parents, set(parents), first_final)
                 continue
             if info is not None:
-                root, path = _path(parents, st)
+                root, path = path_to(parents, st)
                 found(info.code, Finding(info.code, info.message, info.span, path + (mv,), root,
                                          True, {"state": st, **info.detail}), d + 1)
             if nxt not in parents:
@@ -1479,7 +1434,7 @@ def search(m: Machine, roots: list[tuple], por: bool, max_states: int,
     return SearchResult(stats, findings, parents, set(parents), first_final)
 
 
-def _path(parents: dict, st: tuple) -> tuple[tuple, tuple]:
+def path_to(parents: dict, st: tuple) -> tuple[tuple, tuple]:
     """The root a state was reached from, and the moves from it."""
     out = []
     while parents.get(st) is not None:

@@ -330,8 +330,7 @@ class _Block:
 
     def model_err(self, exc: MbarrierError, label: str, span: Span,
                   t: _Thread | None) -> InterpError:
-        code = E.MODEL_CODES.get(exc.code, exc.code)
-        return self.err(code, f"{label}: {exc.message}", span, t, model_code=exc.code,
+        return self.err(exc.code, f"{label}: {exc.message}", span, t,
                         barriers=self.barrier_states())
 
     # -- barriers ---------------------------------------------------------------------------
@@ -1169,20 +1168,25 @@ class _Compiler:
         return _LOCAL, s, commit
 
     def s_WaitGroup(self, s: ir.WaitGroup, role):
+        """PTX `cp.async.bulk.wait_group[.read] N`: every committed group except the N most
+        recent must be complete (read-complete for `.read`). Copies may finish out of order,
+        so this is stricter than "at most N groups incomplete"."""
         limit, read_only = s.pending, s.read
         rname = role.name if role else "block"
 
-        def incomplete(t: _Thread) -> int:
-            t.groups = [g for g in t.groups if not all(c.write_done for c in g)]
+        def waiting(t: _Thread) -> int:
+            while t.groups and all(c.write_done for c in t.groups[0]):
+                t.groups.pop(0)  # only a fully finished *oldest* group may be forgotten
+            older = t.groups[:len(t.groups) - limit] if limit else t.groups
             if read_only:
-                return sum(1 for g in t.groups if not all(c.read_done for c in g))
-            return len(t.groups)
+                return sum(1 for g in older if not all(c.read_done for c in g))
+            return sum(1 for g in older if not all(c.write_done for c in g))
 
         def wait_group(t: _Thread) -> _Blocker | None:
-            if incomplete(t) <= limit:
+            if waiting(t) == 0:
                 return None
-            return _Blocker(s, rname, ("group", t.tid), lambda: incomplete(t) <= limit,
+            return _Blocker(s, rname, ("group", t.tid), lambda: waiting(t) == 0,
                             lambda: f"wait_group {limit}{' read' if read_only else ''} "
-                            f"({incomplete(t)} committed groups pending)")
+                            f"({waiting(t)} older committed groups not complete)")
 
         return _EFFECT, s, wait_group

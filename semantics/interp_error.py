@@ -43,8 +43,6 @@ SYNC_DEADLOCK = "TS420"
 BAD_REPLAY = "TS490"
 STEP_LIMIT = "TS499"
 
-# mbarrier model codes (semantics/mbarrier.py) -> the interpreter's codes.
-MODEL_CODES = {"TS410": UNINIT, "TS414": REINIT, "TS412": OVER_ARRIVE, "TS413": TX_RANGE}
 
 
 class InterpError(Exception):

@@ -23,14 +23,13 @@ waiting on parity 1 -- read as "the phase before phase 0" -- succeeds at once, a
 parity 0 blocks until the first phase completes. That is why a wait on the wrong parity is a
 bug that passes silently, and why CUTLASS starts producers at parity 1 on empty buffers.
 
-Codes (model-level; semantics/interp_error.py maps TS410/TS412/TS413/TS414 to the
-user-facing TS401/TS403/TS404/TS402 and passes TS411/TS415/TS416 through):
-  TS410  operation on an uninitialised (or invalidated) mbarrier
-  TS411  init count outside 1..2**20-1
-  TS412  arrival count outside 1..2**20-1, or more arrivals than are pending (undefined)
-  TS413  tx-count would leave -(2**20-1)..2**20-1, or a tx operand outside 0..2**20-1
+Codes (the same ones the interpreter and the barrier checker report):
+  TS401  operation on an uninitialised (or invalidated) mbarrier
+  TS402  init on a live mbarrier (undefined: PTX requires mbarrier.inval first)
+  TS403  arrival count outside 1..2**20-1, or more arrivals than are pending (undefined)
+  TS404  tx-count would leave -(2**20-1)..2**20-1, or a tx operand outside 0..2**20-1
          (libcu++'s precondition for barrier_expect_tx; PTX's operand is a u32)
-  TS414  init on a live mbarrier (undefined: PTX requires mbarrier.inval first)
+  TS411  init count outside 1..2**20-1
   TS415  wait parity operand not 0 or 1
   TS416  expect-tx bringing tx-count back to zero after all arrivals (PTX does not say
          whether that completes the phase; tilesafe refuses to guess)
@@ -38,7 +37,7 @@ user-facing TS401/TS403/TS404/TS402 and passes TS411/TS415/TS416 through):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 COUNT_MAX = 2**20 - 1
 TX_MAX = 2**20 - 1
@@ -60,9 +59,11 @@ class MbarrierError(Exception):
         self.message = message
 
 
-@dataclass(frozen=True)
-class MbarrierState:
-    """One mbarrier; every operation returns a new state. Default: not initialised."""
+class MbarrierState(NamedTuple):
+    """One mbarrier; every operation returns a new state. Default: not initialised.
+
+    A NamedTuple (immutable, and cheap to hash) so the explicit-state explorer can keep
+    millions of them in its visited sets and use this model directly."""
 
     initialized: bool = False
     parity: int = 0
@@ -74,7 +75,7 @@ class MbarrierState:
     def init(self, count: int) -> MbarrierState:
         """mbarrier.init: phase 0, pending = expected = count, tx-count 0."""
         if self.initialized:
-            raise MbarrierError("TS414", "mbarrier.init on a live mbarrier (inval it first)")
+            raise MbarrierError("TS402", "mbarrier.init on a live mbarrier (inval it first)")
         if not 1 <= count <= COUNT_MAX:
             raise MbarrierError("TS411", f"init count {count} is outside 1..{COUNT_MAX}")
         return MbarrierState(True, 0, count, count, 0)
@@ -94,13 +95,13 @@ class MbarrierState:
         """
         self._require_init("arrive")
         if not 1 <= count <= COUNT_MAX:
-            raise MbarrierError("TS412", f"arrival count {count} is outside 1..{COUNT_MAX}")
+            raise MbarrierError("TS403", f"arrival count {count} is outside 1..{COUNT_MAX}")
         if count > self.pending:
             raise MbarrierError(
-                "TS412", f"{count} arrival(s) but only {self.pending} pending (undefined behaviour)"
+                "TS403", f"{count} arrival(s) but only {self.pending} pending (undefined behaviour)"
             )
         token = self.parity
-        return replace(self, pending=self.pending - count)._settle(), token
+        return self._replace(pending=self.pending - count)._settle(), token
 
     def expect_tx(self, nbytes: int) -> MbarrierState:
         """mbarrier.expect_tx: tx-count += nbytes.
@@ -117,18 +118,18 @@ class MbarrierState:
                 "expect_tx returns tx-count to zero after all arrivals: whether the phase completes"
                 " is not specified by PTX",
             )
-        return replace(self, tx=new_tx)
+        return self._replace(tx=new_tx)
 
     def arrive_expect_tx(self, nbytes: int) -> tuple[MbarrierState, int]:
         """mbarrier.arrive.expect_tx: expect-tx first, then one arrive-on (count 1)."""
         self._require_init("arrive.expect_tx")
-        staged = replace(self, tx=self._tx_after(nbytes, +1))
+        staged = self._replace(tx=self._tx_after(nbytes, +1))
         return staged.arrive(1)
 
     def complete_tx(self, nbytes: int) -> MbarrierState:
         """complete-tx (done by the copy engine, or mbarrier.complete_tx): tx-count -= nbytes."""
         self._require_init("complete_tx")
-        return replace(self, tx=self._tx_after(nbytes, -1))._settle()
+        return self._replace(tx=self._tx_after(nbytes, -1))._settle()
 
     # -- waiting ------------------------------------------------------------------------------
     def test_wait_parity(self, parity: int) -> bool:
@@ -149,19 +150,19 @@ class MbarrierState:
     # -- helpers ------------------------------------------------------------------------------
     def _require_init(self, op: str) -> None:
         if not self.initialized:
-            raise MbarrierError("TS410", f"{op} on an uninitialised mbarrier")
+            raise MbarrierError("TS401", f"{op} on an uninitialised mbarrier")
 
     def _tx_after(self, nbytes: int, sign: int) -> int:
         if not 0 <= nbytes <= TX_MAX:
-            raise MbarrierError("TS413", f"tx operand {nbytes} is outside 0..{TX_MAX}")
+            raise MbarrierError("TS404", f"tx operand {nbytes} is outside 0..{TX_MAX}")
         new_tx = self.tx + sign * nbytes
         if not TX_MIN <= new_tx <= TX_MAX:
             raise MbarrierError(
-                "TS413", f"tx-count would become {new_tx}, outside {TX_MIN}..{TX_MAX}"
+                "TS404", f"tx-count would become {new_tx}, outside {TX_MIN}..{TX_MAX}"
             )
         return new_tx
 
     def _settle(self) -> MbarrierState:
         if self.pending == 0 and self.tx == 0:
-            return replace(self, parity=self.parity ^ 1, pending=self.expected)
+            return self._replace(parity=self.parity ^ 1, pending=self.expected)
         return self

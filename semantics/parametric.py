@@ -32,18 +32,20 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import z3
 
 from tilesafe.frontend import ir
-from tilesafe.semantics.events import Instr, Model, free_vars
+from tilesafe.semantics.events import Instr, Model, compile_expr, free_vars
 from tilesafe.semantics.explore import (
     END,
     Finding,
     Machine,
     SearchResult,
     Stats,
+    path_to,
     search,
 )
 
@@ -361,7 +363,6 @@ class Argument:
         sizes = self._some_sizes([])
         if sizes is None:
             return None
-        from tilesafe.semantics.events import compile_expr
         c = (compile_expr(t_other, self.model.lets)(sizes)
              - compile_expr(t_ref, self.model.lets)(sizes))
         enc = Enc(self.k, self.model, "", {})
@@ -630,7 +631,6 @@ class Argument:
         self.out.argument["big T"] = t_big
 
     def _eval_t(self, group: Group, sizes: Mapping[str, int]) -> int:
-        from tilesafe.semantics.events import compile_expr
         return int(compile_expr(group.t_expr, self.model.lets)(sizes))
 
     def _min_trip(self, group: Group) -> int | None:
@@ -723,7 +723,6 @@ class Argument:
     def _points(self, mach: Machine, states) -> None:
         """The permission state at each program point (part of the evidence): for each
         class and instruction, the distinct shares it holds there (a sample of states)."""
-        from fractions import Fraction
         labels = {x: mach.atom_label(x) for x in range(len(mach.atom_mask))}
         for st in states:
             self._point_budget -= 1
@@ -754,9 +753,8 @@ class Argument:
             self.out.complete = False
             self.out.reason = res.stats.reason
         if res.first_final is not None and (not self.out.finals or cfg.kind == "full"):
-            from tilesafe.semantics.explore import _path
             self.out.finals.clear()
-            root, path = _path(res.parents, res.first_final)
+            root, path = path_to(res.parents, res.first_final)
             self.out.finals.append((res.first_final, mach, root, path))
         if mach.ownership and self._point_budget > 0:
             self._points(mach, res.visited)

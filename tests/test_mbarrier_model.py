@@ -62,28 +62,28 @@ def test_init_count_range() -> None:
 
 def test_uninitialised_and_reinit() -> None:
     fresh = MbarrierState()
-    with err("TS410"):
+    with err("TS401"):
         fresh.arrive()
-    with err("TS410"):
+    with err("TS401"):
         fresh.test_wait_parity(0)
-    with err("TS410"):
+    with err("TS401"):
         fresh.complete_tx(16)
     live = fresh.init(4)
-    with err("TS414"):
+    with err("TS402"):
         live.init(4)
     assert live.inval().init(2).expected == 2
-    with err("TS410"):
+    with err("TS401"):
         live.inval().arrive()
 
 
 def test_arrival_count_rules() -> None:
     b = MbarrierState().init(3)
-    with err("TS412"):
+    with err("TS403"):
         b.arrive(0)
-    with err("TS412"):
+    with err("TS403"):
         b.arrive(4)  # more arrivals than pending: undefined in PTX
     b, _ = b.arrive(2)
-    with err("TS412"):
+    with err("TS403"):
         b.arrive(2)
     b, _ = b.arrive(1)
     assert b.parity == 1 and b.pending == 3
@@ -91,16 +91,16 @@ def test_arrival_count_rules() -> None:
 
 def test_tx_count_limits() -> None:
     b = MbarrierState().init(1)
-    with err("TS413"):
+    with err("TS404"):
         b.expect_tx(TX_MAX + 1)  # operand out of range
     full = b.expect_tx(TX_MAX)
-    with err("TS413"):
+    with err("TS404"):
         full.expect_tx(1)  # tx-count would pass 2**20 - 1
-    with err("TS413"):
+    with err("TS404"):
         b.complete_tx(TX_MAX).complete_tx(1)  # below -(2**20 - 1)
-    with err("TS413"):
+    with err("TS404"):
         b.arrive_expect_tx(2**20)
-    with err("TS413"):
+    with err("TS404"):
         b.expect_tx(-1)
 
 
@@ -140,7 +140,7 @@ def test_phase_flips_exactly_when_arrivals_and_tx_reach_zero(count: int, script)
             else:
                 nb, _ = b.arrive_expect_tx(n)
         except MbarrierError as e:
-            assert e.code in ("TS412", "TS416")
+            assert e.code in ("TS403", "TS416")
             continue
         # the pending count and tx-count this operation would leave, before any phase flip
         if op in ("arrive", "arrive_expect"):
