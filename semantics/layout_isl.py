@@ -29,7 +29,7 @@ import islpy as isl
 from tilesafe.semantics.cute import ComposedLayout, Layout, Swizzle
 from tilesafe.semantics.inttuple import flatten, prefix_product, product, suffix_product
 from tilesafe.semantics.lego import LegoChain, LegoLayout
-from tilesafe.semantics.linear_layout import LinearLayout
+from tilesafe.semantics.linear_layout import LinearLayout, _Pivots
 from tilesafe.semantics.piecewise import PiecewiseLayout
 
 CTX = isl.Context()
@@ -400,6 +400,21 @@ def equivalent(a: object, b: object, domain: object = None, *,
     which must then coincide)? Witness: params, coord, offset_a, offset_b."""
 
     def body() -> Result:
+        la, lb = _f2_of(a), _f2_of(b)
+        if domain is None and la is not None and lb is not None and (
+            [len(bs) for _, bs in la.in_dims] == [len(bs) for _, bs in lb.in_dims]
+            and [s for _, s in la.out_dims] == [s for _, s in lb.out_dims]
+        ):
+            ev = {"method": "F2 maps are equal iff their bases are", "a": str(la), "b": str(lb)}
+            for k, ((_, ba), (_, bb)) in enumerate(zip(la.in_dims, lb.in_dims, strict=True)):
+                for i, (va, vb) in enumerate(zip(ba, bb, strict=True)):
+                    if va != vb:
+                        coord = tuple((1 << i) if j == k else 0 for j in range(len(la.in_dims)))
+                        w = {"params": {}, "coord": coord, "offset_a": _scalar(la.apply(coord)),
+                             "offset_b": _scalar(lb.apply(coord))}
+                        return Result("equivalent", REFUTED, w, ev,
+                                      reason="the layouts differ at coord")
+            return Result("equivalent", PROVED, None, ev)
         ma, mb = _restrict(_as_map(a), domain), _restrict(_as_map(b), domain)
         ev = {"a": str(ma), "b": str(mb)}
         for t in (isl.dim_type.in_, isl.dim_type.out):
@@ -423,6 +438,17 @@ def injective(m: object, domain: object = None, *, max_ops: int = DEFAULT_MAX_OP
     """No two coordinates of the domain share an offset. Witness: coord_a, coord_b, offset."""
 
     def body() -> Result:
+        ll = _f2_of(m) if domain is None else None
+        if ll is not None:
+            ker = ll.kernel()
+            ev = {"method": "GF(2) rank of the basis matrix", "layout": str(ll)}
+            if not ker:
+                return Result("injective", PROVED, None, ev)
+            zero = tuple(0 for _ in ll.in_dims)
+            w = {"params": {}, "coord_a": zero, "coord_b": ker[0],
+                 "offset": _scalar(ll.apply(zero)), "offset_b": _scalar(ll.apply(ker[0]))}
+            return Result("injective", REFUTED, w, ev,
+                          reason="a non-zero input lies in the kernel (maps like zero)")
         split = _swizzle_split(m)
         ev: dict[str, str] = {}
         if split is not None:
@@ -492,6 +518,26 @@ def in_bounds(m: object, domain: object = None, lo: int | str | Sequence[int | s
     return _guarded("in_bounds", max_ops, body)
 
 
+def _f2_of(obj: object) -> LinearLayout | None:
+    """The F2 layout behind `obj` (a LinearLayout or anything with `f2_layout()`)."""
+    if isinstance(obj, LinearLayout):
+        return obj
+    method = getattr(obj, "f2_layout", None)
+    return method() if callable(method) else None
+
+
+def _f2_box_units(ll: LinearLayout, extents: Sequence[int]) -> list[tuple[int, ...]]:
+    """Unit vectors spanning the box [0, n_0) x ...: the box's span is the power-of-two box
+    [0, 2^k_j) with k_j = bit_length(n_j - 1), since it holds n_j - 1 and all units below."""
+    units = []
+    for j, n in enumerate(extents):
+        for i in range((n - 1).bit_length()):
+            vec = [0] * len(extents)
+            vec[j] = 1 << i
+            units.append(tuple(vec))
+    return units
+
+
 def _swizzle_split(obj: object) -> tuple[isl.Map, Swizzle, int] | None:
     """(inner map, swizzle, offset) when `obj` is `swizzle o (offset + inner)`."""
     if isinstance(obj, ComposedLayout):
@@ -517,6 +563,19 @@ def covers(m: object, domain: object = None, codomain: object = None, *,
             cod = _as_set(codomain)
         if cod is None:
             raise ValueError("covers needs a codomain")
+        ll = _f2_of(m) if domain is None else None
+        if ll is not None and isinstance(codomain, (int, tuple, list)):
+            extents = [codomain] if isinstance(codomain, int) else list(codomain)
+            if len(extents) == len(ll.out_dims):
+                piv, _ = _Pivots.build(ll.columns())
+                ev = {"method": "GF(2): the box's span must lie in the image subspace",
+                      "layout": str(ll), "codomain": str(cod)}
+                for unit in _f2_box_units(ll, extents):
+                    if piv.solve(ll._flatten_out(unit)) is None:
+                        w = {"params": {}, "offset": _scalar(unit)}
+                        return Result("covers", REFUTED, w, ev,
+                                      reason="an offset is never produced")
+                return Result("covers", PROVED, None, ev)
         split = _swizzle_split(m) if domain is None and cod.dim(isl.dim_type.set) == 1 else None
         if split is not None:
             inner, sw, off = split

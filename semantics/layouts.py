@@ -315,6 +315,10 @@ class RealLayout:
         inner, sw, _ = split
         return inner.range().apply(LI.swizzle_map(sw))
 
+    def f2_layout(self) -> LinearLayout | None:
+        """The F2 layout when this is `linear(...)` (lets decisions use GF(2) algebra)."""
+        return self.impl.ll if isinstance(self.impl, _LinearImpl) else None
+
     def isl_swizzle_split(self) -> tuple[isl.Map, Swizzle, int] | None:
         """(inner map, swizzle, 0) when this layout is a swizzle of another (see covers)."""
         if isinstance(self.impl, _SwizzleImpl):
