@@ -78,6 +78,7 @@ from tilesafe.checkers.obligation import Obligation, Severity, Verdict
 from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend import ir
 from tilesafe.frontend.span import Span
+from tilesafe.frontend.walk import statements
 from tilesafe.semantics import banks, swizzle_synth
 from tilesafe.semantics.interp_error import InterpError
 from tilesafe.semantics.interp_io import check_where
@@ -1068,19 +1069,9 @@ def _sizes(sizes: Mapping[str, object]) -> str:
 
 
 def _tma_buffer(kernel: ir.Kernel, buffer: str) -> bool:
-    def walk(stmts: Sequence[ir.Stmt]) -> bool:
-        for s in stmts:
-            if isinstance(s, ir.TmaLoad) and s.dst.buffer == buffer:
-                return True
-            if isinstance(s, ir.TmaStore) and s.src.buffer == buffer:
-                return True
-            for body in (getattr(s, "body", ()), getattr(s, "then", ()),
-                         getattr(s, "orelse", ())):
-                if walk(body):
-                    return True
-        return False
-
-    return walk(kernel.body)
+    return any((isinstance(s, ir.TmaLoad) and s.dst.buffer == buffer)
+               or (isinstance(s, ir.TmaStore) and s.src.buffer == buffer)
+               for s in statements(kernel.body))
 
 
 def _synth_problem(buf: ir.SharedBuffer, chosen: Sequence[tuple[_Eval, _Inst]]

@@ -19,6 +19,8 @@ import z3
 from tilesafe.checkers.obligation import Obligation, Severity, Verdict
 from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend import ir
+from tilesafe.frontend.ir import describe_threads
+from tilesafe.frontend.walk import statements
 from tilesafe.semantics import mbarrier as mb
 from tilesafe.semantics.events import (
     Lets,
@@ -28,8 +30,6 @@ from tilesafe.semantics.events import (
     free_vars,
     happens_before,
     reads_after_writes,
-    threads_text,
-    walk,
 )
 from tilesafe.semantics.explore import (
     END,
@@ -358,9 +358,9 @@ def tx_range_static(kernel: ir.Kernel, options: CheckOptions) -> Obligation | No
     if hit is not None and hit[0] is kernel:
         return hit[1]
     t0 = time.perf_counter()
-    lets = Lets({s.uid: s.value for s in walk(kernel.body) if isinstance(s, ir.Let)})
+    lets = Lets({s.uid: s.value for s in statements(kernel.body) if isinstance(s, ir.Let)})
     result = None
-    for s in walk(kernel.body):
+    for s in statements(kernel.body):
         expr = s.tx_bytes if isinstance(s, ir.Arrive) else (
             s.nbytes if isinstance(s, ir.ExpectTx) else None)
         if expr is None:
@@ -443,7 +443,7 @@ def _stats(run: Run) -> dict[str, Any]:
         ev["states explored (without partial-order reduction)"] = run.states_no_por
     model = run.model
     if model is not None:
-        ev["agents"] = [f"{a.cls.name}: {threads_text(a.cls.threads)}" for a in model.agents]
+        ev["agents"] = [f"{a.cls.name}: {describe_threads(a.cls.threads)}" for a in model.agents]
     if out.finals:
         st, mach, root, path = out.finals[0]
         ev["final state"] = {"barriers": [mach.bar_text(st, i) for i in range(mach.ninst)]}

@@ -25,6 +25,7 @@ import numpy as np
 from tilesafe.checkers.obligation import Obligation, Verdict
 from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend import ir
+from tilesafe.frontend.walk import statements
 from tilesafe.semantics import tma_rules as tr
 from tilesafe.semantics.access import collect, params_env, point_values, where_params
 from tilesafe.semantics.affine import NotAffine, constant, eval_sizes, term
@@ -42,7 +43,9 @@ def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:
         spec = _spec(kernel, tmap)
         out.append(_timed(lambda t=tmap, s=spec: _static(kernel, t, s)))
         out.extend(_operand_obligations(kernel, tmap, spec, options))
-    for stmt in _copies(kernel.body):
+    for stmt in statements(kernel.body):
+        if not isinstance(stmt, (ir.TmaLoad, ir.TmaStore)):
+            continue
         out.extend(_copy_obligations(kernel, stmt))
     out.extend(_box_start_obligations(kernel, options))
     return out
@@ -242,19 +245,6 @@ def _box_start_obligations(kernel: ir.Kernel, options: CheckOptions) -> Iterator
 
 
 # ---- 3. copy statements: destination and arrangement --------------------------------------
-
-
-def _copies(stmts: tuple[ir.Stmt, ...]) -> Iterator[ir.TmaLoad | ir.TmaStore]:
-    for s in stmts:
-        if isinstance(s, (ir.TmaLoad, ir.TmaStore)):
-            yield s
-        elif isinstance(s, ir.For):
-            yield from _copies(s.body)
-        elif isinstance(s, ir.If):
-            yield from _copies(s.then)
-            yield from _copies(s.orelse)
-        elif isinstance(s, ir.Role):
-            yield from _copies(s.body)
 
 
 def _copy_obligations(kernel: ir.Kernel, stmt: ir.TmaLoad | ir.TmaStore) -> list[Obligation]:

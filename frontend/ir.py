@@ -244,6 +244,19 @@ class ThreadRange:
         return self.hi - self.lo
 
 
+def describe_threads(tids: tuple[int, ...] | list[int]) -> str:
+    """'thread 7' or 'threads 0-31,64-95': inclusive runs, for messages (never `..`, which
+    in the language is half-open)."""
+    runs: list[list[int]] = []
+    for t in sorted(tids):
+        if runs and t == runs[-1][1] + 1:
+            runs[-1][1] = t
+        else:
+            runs.append([t, t])
+    parts = [f"{a}" if a == b else f"{a}-{b}" for a, b in runs]
+    return ("thread " if len(tids) == 1 else "threads ") + ",".join(parts)
+
+
 @dataclass(frozen=True)
 class Role(Stmt):
     """A warp-specialised branch. With `elect_one`, only the lowest thread of the range runs

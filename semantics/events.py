@@ -33,7 +33,9 @@ import networkx as nx
 import numpy as np
 
 from tilesafe.frontend import ir
+from tilesafe.frontend.ir import describe_threads
 from tilesafe.frontend.span import Span
+from tilesafe.frontend.walk import loads, own_exprs, statements
 
 Fn = Callable[[Mapping[str, Any]], Any]
 
@@ -181,52 +183,19 @@ def conjoin(parts: list[ir.Expr], span: Span) -> ir.Expr | None:
 # ---- statements -------------------------------------------------------------------------------
 
 
-def walk(stmts: tuple[ir.Stmt, ...]) -> Iterator[ir.Stmt]:
-    for s in stmts:
-        yield s
-        for name in ("body", "then", "orelse"):
-            yield from walk(getattr(s, name, ()) or ())
-
-
 def has_sync(stmts: tuple[ir.Stmt, ...]) -> bool:
-    return any(isinstance(s, SYNC_STMTS) for s in walk(stmts))
-
-
-def stmt_exprs(s: ir.Stmt) -> Iterator[ir.Expr]:
-    """The expressions a statement evaluates itself (not those of nested statements)."""
-    if isinstance(s, (ir.Let, ir.VarDecl, ir.Assign)):
-        yield s.value
-    elif isinstance(s, ir.Store):
-        yield from s.indices
-        yield s.value
-    elif isinstance(s, ir.If):
-        yield s.cond
-    elif isinstance(s, ir.For):
-        yield s.lo
-        yield s.hi
+    return any(isinstance(s, SYNC_STMTS) for s in statements(stmts))
 
 
 def shared_loads(e: ir.Expr) -> Iterator[ir.Load]:
-    if isinstance(e, ir.Load):
-        if e.space is ir.Space.SHARED:
-            yield e
-        for i in e.indices:
-            yield from shared_loads(i)
-    elif isinstance(e, ir.BinOp):
-        yield from shared_loads(e.lhs)
-        yield from shared_loads(e.rhs)
-    elif isinstance(e, ir.UnOp):
-        yield from shared_loads(e.operand)
-    elif isinstance(e, ir.Call):
-        for a in e.args:
-            yield from shared_loads(a)
+    return (ld for ld in loads(e) if ld.space is ir.Space.SHARED)
 
 
 def has_shared(stmts: tuple[ir.Stmt, ...]) -> bool:
-    for s in walk(stmts):
+    for s in statements(stmts):
         if isinstance(s, ir.Store) and s.space is ir.Space.SHARED:
             return True
-        if any(True for e in stmt_exprs(s) for _ in shared_loads(e)):
+        if any(True for e in own_exprs(s) for _ in shared_loads(e)):
             return True
     return False
 
@@ -245,18 +214,7 @@ class ThreadClass:
         return len(self.threads)
 
     def describe(self) -> str:
-        return f"{self.name} ({threads_text(self.threads)})"
-
-
-def threads_text(tids: tuple[int, ...] | list[int]) -> str:
-    runs: list[list[int]] = []
-    for t in sorted(tids):
-        if runs and t == runs[-1][1] + 1:
-            runs[-1][1] = t
-        else:
-            runs.append([t, t])
-    parts = [f"{a}" if a == b else f"{a}..{b}" for a, b in runs]
-    return ("thread " if len(tids) == 1 else "threads ") + ",".join(parts)
+        return f"{self.name} ({describe_threads(self.threads)})"
 
 
 def _thread_only(e: ir.Expr, lets: Lets) -> bool:
@@ -303,13 +261,13 @@ def thread_classes(kernel: ir.Kernel) -> tuple[ThreadClass, ...]:
     for i, ts in enumerate(groups):
         name = names[i]
         if names.count(name) > 1:
-            name = f"{name}[{threads_text(ts).split(' ', 1)[1]}]"
+            name = f"{name}[{describe_threads(ts).split(' ', 1)[1]}]"
         out.append(ThreadClass(i, name, tuple(ts)))
     return tuple(out)
 
 
 def _roles_of(stmts: tuple[ir.Stmt, ...], t: int) -> list[str]:
-    return [s.name for s in walk(stmts) if isinstance(s, ir.Role) and t in _role_members(s)]
+    return [s.name for s in statements(stmts) if isinstance(s, ir.Role) and t in _role_members(s)]
 
 
 def _signature(stmts: tuple[ir.Stmt, ...], t: int, lets: Lets, sig: list) -> Lets:
@@ -456,7 +414,7 @@ class Model:
 def build_model(kernel: ir.Kernel, ownership: bool) -> Model:
     """The agents of one block. Raises Unsupported for constructs outside the model."""
     classes = thread_classes(kernel)
-    all_lets = Lets({s.uid: s.value for s in walk(kernel.body) if isinstance(s, ir.Let)})
+    all_lets = Lets({s.uid: s.value for s in statements(kernel.body) if isinstance(s, ir.Let)})
     agents = []
     sym: list[SymLoop] = []
     for cls in classes:
@@ -785,7 +743,7 @@ def _access_exprs(stmts: tuple[ir.Stmt, ...], lets: Lets) -> Iterator[ir.Expr]:
     for s in stmts:
         if isinstance(s, ir.Let):
             lets = lets.bind(s.uid, s.value)
-        for e in stmt_exprs(s):
+        for e in own_exprs(s):
             for ld in shared_loads(e):
                 yield from (i for i in ld.indices if _known(i, lets))
         if isinstance(s, ir.Store) and s.space is ir.Space.SHARED:

@@ -50,7 +50,9 @@ from typing import Any
 import numpy as np
 
 from tilesafe.frontend import ir
+from tilesafe.frontend.ir import describe_threads
 from tilesafe.frontend.span import Span
+from tilesafe.frontend.walk import statements
 from tilesafe.semantics import fp, tma_rules
 from tilesafe.semantics import interp_error as E
 from tilesafe.semantics.interp_error import InterpError
@@ -186,7 +188,7 @@ class _Run:
                                            read, write)
         _, self.written = tensor_usage(kernel)
         self.plan = plan_shared(kernel.shared)
-        stmts = list(_walk_all(kernel.body))
+        stmts = list(statements(kernel.body))
         self.track_proxy = any(isinstance(s, ir.TmaStore) for s in stmts)
         self.var_dtypes = {s.uid: s.dtype for s in stmts if isinstance(s, ir.VarDecl)}
         self.rng = random.Random(seed)
@@ -221,13 +223,6 @@ def _box_offsets(box: tuple[int, ...], eb: int, swizzle: str, base: int) -> np.n
     out = np.array(tma_rules.box_arrangement(box, eb, swizzle, base), dtype=np.int64)
     out.flags.writeable = False
     return out
-
-
-def _walk_all(stmts: tuple[ir.Stmt, ...]):
-    for s in stmts:
-        yield s
-        for name in ("body", "then", "orelse"):
-            yield from _walk_all(getattr(s, name, ()) or ())
 
 
 # ---- threads, blockers, copies ------------------------------------------------------------
@@ -277,17 +272,6 @@ class _Copy:
         self.tid = tid
         self.read_done = False
         self.write_done = False
-
-
-def _threads_text(tids: list[int]) -> str:
-    runs: list[list[int]] = []
-    for t in sorted(tids):
-        if runs and t == runs[-1][1] + 1:
-            runs[-1][1] = t
-        else:
-            runs.append([t, t])
-    parts = [f"{a}" if a == b else f"{a}-{b}" for a, b in runs]
-    return ("thread " if len(tids) == 1 else "threads ") + ",".join(parts)
 
 
 # ---- one block ----------------------------------------------------------------------------
@@ -529,13 +513,13 @@ class _Block:
         for tid in blocked:
             b = self.threads[tid].pending
             groups.setdefault((b.role, b.describe()), []).append(tid)
-        lines = [f"{role} {_threads_text(tids)} {what}"
+        lines = [f"{role} {describe_threads(tids)} {what}"
                  for (role, what), tids in sorted(groups.items(), key=lambda kv: kv[1][0])]
         finished = [t.tid for t in self.threads if t.done]
         all_sync = all(isinstance(self.threads[tid].pending.stmt, ir.Sync) for tid in blocked)
         code = E.SYNC_DEADLOCK if all_sync else E.DEADLOCK
         head = "deadlock at sync" if all_sync else "deadlock"
-        tail = f"; {_threads_text(finished)} finished" if finished else ""
+        tail = f"; {describe_threads(finished)} finished" if finished else ""
         first = self.threads[blocked[0]].pending.stmt
         return self.err(code, f"{head}: " + "; ".join(lines) + tail, first.span, None,
                         blocked=[{"role": r, "threads": tids, "waits": w}

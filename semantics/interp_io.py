@@ -8,12 +8,13 @@ scheduler, and they only read the IR's size expressions.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from tilesafe.frontend import ir
+from tilesafe.frontend.walk import loads, own_exprs, statements
 from tilesafe.semantics import fp
 from tilesafe.semantics.interp_error import WHERE, InterpError
 from tilesafe.semantics.smem import NUMPY_DTYPE
@@ -88,55 +89,19 @@ def tensor_shapes(kernel: ir.Kernel, sizes: Mapping[str, int]) -> dict[str, tupl
 # ---- which tensors a kernel reads and writes ----------------------------------------------
 
 
-def _walk(stmts: tuple[ir.Stmt, ...]) -> Iterator[ir.Stmt]:
-    for s in stmts:
-        yield s
-        if isinstance(s, ir.For):
-            yield from _walk(s.body)
-        elif isinstance(s, ir.If):
-            yield from _walk(s.then)
-            yield from _walk(s.orelse)
-        elif isinstance(s, ir.Role):
-            yield from _walk(s.body)
-
-
-def _exprs(s: ir.Stmt) -> Iterator[ir.Expr]:
-    for name in ("value", "cond", "lo", "hi", "parity", "nbytes", "tx_bytes"):
-        v = getattr(s, name, None)
-        if isinstance(v, ir.Expr):
-            yield v
-    yield from getattr(s, "indices", ()) or ()
-    yield from getattr(s, "coords", ()) or ()
-
-
-def _loads(e: ir.Expr) -> Iterator[ir.Load]:
-    if isinstance(e, ir.Load):
-        yield e
-        for i in e.indices:
-            yield from _loads(i)
-    elif isinstance(e, ir.BinOp):
-        yield from _loads(e.lhs)
-        yield from _loads(e.rhs)
-    elif isinstance(e, ir.UnOp):
-        yield from _loads(e.operand)
-    elif isinstance(e, ir.Call):
-        for a in e.args:
-            yield from _loads(a)
-
-
 def tensor_usage(kernel: ir.Kernel) -> tuple[frozenset[str], frozenset[str]]:
     """(global tensors read, global tensors written), by generic accesses or TMA."""
     read: set[str] = set()
     written: set[str] = set()
-    for s in _walk(kernel.body):
+    for s in statements(kernel.body):
         if isinstance(s, ir.Store) and s.space is ir.Space.GLOBAL:
             written.add(s.tensor)
         elif isinstance(s, ir.TmaLoad):
             read.add(kernel.tensormap(s.tensormap).tensor)
         elif isinstance(s, ir.TmaStore):
             written.add(kernel.tensormap(s.tensormap).tensor)
-        for e in _exprs(s):
-            read.update(ld.tensor for ld in _loads(e) if ld.space is ir.Space.GLOBAL)
+        for e in own_exprs(s):
+            read.update(ld.tensor for ld in loads(e) if ld.space is ir.Space.GLOBAL)
     return frozenset(read), frozenset(written)
 
 

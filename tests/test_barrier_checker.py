@@ -86,7 +86,7 @@ def test_deadlock_trace_names_waits_and_barrier_states():
     assert any("sync" in line for line in cex["trace"])
     blocked = "\n".join(cex["blocked"])
     assert "producer (thread 0) waits full[0] parity 0" in blocked
-    assert "consumer (threads 32..159) waits full[0] parity 0" in blocked
+    assert "consumer (threads 32-159) waits full[0] parity 0" in blocked
     assert "phase 0 (parity 0), pending 1/1, tx 0" in blocked
     assert "waits full[0] parity 0" in o.message
 

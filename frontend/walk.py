@@ -1,0 +1,74 @@
+"""Traversals of the IR that every later stage needs: statements in nested bodies, the
+expressions one statement evaluates, and the sub-expressions of an expression.
+
+Kept beside the IR so that a new statement kind is taught to every stage at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from tilesafe.frontend import ir
+
+
+def statements(stmts: tuple[ir.Stmt, ...]) -> Iterator[ir.Stmt]:
+    """Every statement, pre-order, descending into for/if/role bodies."""
+    for s in stmts:
+        yield s
+        if isinstance(s, (ir.For, ir.Role)):
+            yield from statements(s.body)
+        elif isinstance(s, ir.If):
+            yield from statements(s.then)
+            yield from statements(s.orelse)
+
+
+def own_exprs(s: ir.Stmt) -> Iterator[ir.Expr]:
+    """The expressions a statement evaluates itself (not those of nested statements)."""
+    if isinstance(s, (ir.Let, ir.VarDecl, ir.Assign)):
+        yield s.value
+    elif isinstance(s, ir.Store):
+        yield from s.indices
+        yield s.value
+    elif isinstance(s, ir.For):
+        yield s.lo
+        yield s.hi
+    elif isinstance(s, ir.If):
+        yield s.cond
+    elif isinstance(s, (ir.Init, ir.Wait, ir.Arrive, ir.ExpectTx)):
+        if s.barrier.index is not None:
+            yield s.barrier.index
+        if isinstance(s, ir.Wait):
+            yield s.parity
+        elif isinstance(s, ir.Arrive) and s.tx_bytes is not None:
+            yield s.tx_bytes
+        elif isinstance(s, ir.ExpectTx):
+            yield s.nbytes
+    elif isinstance(s, ir.TmaLoad):
+        yield from s.dst.prefix
+        yield from s.coords
+        if s.barrier.index is not None:
+            yield s.barrier.index
+    elif isinstance(s, ir.TmaStore):
+        yield from s.src.prefix
+        yield from s.coords
+
+
+def subexprs(e: ir.Expr) -> Iterator[ir.Expr]:
+    """`e` and every expression inside it, pre-order."""
+    yield e
+    if isinstance(e, ir.Load):
+        for i in e.indices:
+            yield from subexprs(i)
+    elif isinstance(e, ir.BinOp):
+        yield from subexprs(e.lhs)
+        yield from subexprs(e.rhs)
+    elif isinstance(e, ir.UnOp):
+        yield from subexprs(e.operand)
+    elif isinstance(e, ir.Call):
+        for a in e.args:
+            yield from subexprs(a)
+
+
+def loads(e: ir.Expr) -> Iterator[ir.Load]:
+    """Every memory read inside `e` (an index may itself read memory)."""
+    return (x for x in subexprs(e) if isinstance(x, ir.Load))
