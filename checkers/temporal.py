@@ -181,7 +181,7 @@ def permission_lines(mach: Machine, state: tuple) -> list[str]:
     for x, (holders, unfenced) in enumerate(state[4]):
         parts = []
         for k, v in sorted(holders):
-            parts.append(f"{_holder(mach, k)} {Fraction(v, mach.unit)}")
+            parts.append(f"{mach.describe_holder(k)} {Fraction(v, mach.unit)}")
         for c in state[3]:
             if c[0] == "L" and x in c[4]:
                 parts.append("in-flight TMA load 1")
@@ -192,20 +192,6 @@ def permission_lines(mach: Machine, state: tuple) -> list[str]:
                 sorted({mach.agents[c].cls.name for c, _ in unfenced})))
         lines.append(f"{mach.atom_label(x)}: " + ", ".join(parts))
     return lines
-
-
-def _holder(mach: Machine, k: tuple) -> str:
-    if k[0] == "F":
-        return "free"
-    if k[0] == "A":
-        return mach.agents[k[1]].cls.name
-    if k[0] == "P":
-        return f"pool of {mach.labels[k[1]]}"
-    if k[0] == "E":
-        return f"{mach.labels[k[1]]} -> {mach.agents[k[2]].cls.name}"
-    if k[0] == "G":
-        return f"finished store of {mach.agents[k[1]].cls.name}"
-    return str(k)
 
 
 # ---- obligations ------------------------------------------------------------------------------

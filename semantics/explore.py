@@ -958,6 +958,8 @@ class _Mut:
 
     def describe_holder(self, k: tuple) -> str:
         m = self.m
+        if k[0] == "F":
+            return "free"
         if k[0] == "A":
             return m.agents[k[1]].cls.name
         if k[0] == "P":

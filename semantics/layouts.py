@@ -31,6 +31,11 @@ cosize, and its ISL map { [c0, ..., c_{n-1}] -> [off] }). Argument conventions:
   lego(factors, order)         LEGO GroupBy/OrderBy: factors[i] splits dim i (outermost
                                first); order lists every (dim, level) pair, outermost first
 
+A RealLayout can be handed straight to the decision procedures of layout_isl
+(`injective(real)`, `covers(real, codomain=real.cosize)`, ...): besides `to_isl()` it exposes
+its structure (`isl_swizzle_split()`, `f2_layout()`, `isl_range()`), which those procedures
+use for exact shortcuts; passing `real.to_isl()` instead always runs plain ISL.
+
 Unknown heads or bad arguments raise LayoutError (the frontend turns it into a TS1xx
 diagnostic). Sources for the swizzle modes: CUTLASS include/cute/swizzle.hpp,
 include/cute/atom/mma_traits_sm90_gmma.hpp (Layout_K_SW32/64/128_Atom_Bits use
@@ -403,7 +408,7 @@ def _realize(term: LayoutTerm, shape: tuple[int, ...], eb: int) -> _Impl:
     if h == "swizzle":
         _arity(term, 4)
         sw = Swizzle(*(_want_int(x, "swizzle parameter") for x in a[:3]))
-        return _SwizzleImpl(shape, _realize(_want_term(a[3], "swizzle inner"), shape, eb), sw)
+        return _swizzled(shape, _realize(_want_term(a[3], "swizzle inner"), shape, eb), sw)
     if h in _TMA_SWIZZLE:
         _arity(term, 1)
         if eb < 1 or eb > 16 or eb & (eb - 1):
@@ -411,7 +416,7 @@ def _realize(term: LayoutTerm, shape: tuple[int, ...], eb: int) -> _Impl:
         b = _TMA_SWIZZLE[h]
         sw = Swizzle(b, 4 - (eb.bit_length() - 1), 3)
         note = f"TMA {16 << b}B swizzle = Sw<{b},4,3> on bytes"
-        return _SwizzleImpl(shape, _realize(_want_term(a[0], f"{h} inner"), shape, eb), sw, note)
+        return _swizzled(shape, _realize(_want_term(a[0], f"{h} inner"), shape, eb), sw, note)
     if h == "padded":
         _arity(term, 2)
         pad = _want_int(a[1], "padding")
@@ -452,6 +457,16 @@ def _realize(term: LayoutTerm, shape: tuple[int, ...], eb: int) -> _Impl:
         order = tuple(_want_ints(p, "lego order entry", 2) for p in _tuple(a[1], "lego order"))
         return _LegoImpl(shape, LegoLayout(shape, GroupBy(factors), OrderBy(order)))
     raise LayoutError(f"unknown layout {h!r}; known: {', '.join(HEADS)}")
+
+
+def _swizzled(shape: tuple[int, ...], inner: _Impl, sw: Swizzle, note: str = "") -> _Impl:
+    """A swizzle is GF(2)-linear on offsets (sw(a ^ b) = sw(a) ^ sw(b)), so a swizzled F2
+    layout is again an F2 layout: its bases are the swizzled bases. Keeping it F2 keeps its
+    decisions on GF(2) algebra instead of ISL projections of XOR bits."""
+    if isinstance(inner, _LinearImpl):
+        bases = {n: [(sw(b[0]),) for b in bs] for n, bs in inner.ll.in_dims}
+        return _LinearImpl(shape, LinearLayout.from_bases(bases, ["off"]))
+    return _SwizzleImpl(shape, inner, sw, note)
 
 
 def _tuple(x: Any, what: str) -> tuple[Any, ...]:
