@@ -94,6 +94,20 @@ class _Error(Exception):
 class Machine:
     """The transition system of one block for concrete sizes (and trip counts)."""
 
+    def describe_holder(self, k: tuple) -> str:
+        m = self
+        if k[0] == "F":
+            return "free"
+        if k[0] == "A":
+            return m.agents[k[1]].cls.name
+        if k[0] == "P":
+            return f"barrier {m.labels[k[1]]} (current phase)"
+        if k[0] == "E":
+            return f"barrier {m.labels[k[1]]} (released to {m.agents[k[2]].cls.name})"
+        if k[0] == "G":
+            return f"finished TMA store of {m.agents[k[1]].cls.name} (not yet waited)"
+        return str(k)
+
     def __init__(self, model: Model, sizes: Mapping[str, int], period: int | None = None,
                  enum_cap: int = 4096) -> None:
         self.model = model
@@ -953,22 +967,8 @@ class _Mut:
         for k, v in sorted(h.items()):
             if k == but or k == FREE or not v:
                 continue
-            names.append(f"{self.describe_holder(k)} ({Fraction(v, self.m.unit)})")
+            names.append(f"{self.m.describe_holder(k)} ({Fraction(v, self.m.unit)})")
         return ", ".join(names) or "nobody"
-
-    def describe_holder(self, k: tuple) -> str:
-        m = self.m
-        if k[0] == "F":
-            return "free"
-        if k[0] == "A":
-            return m.agents[k[1]].cls.name
-        if k[0] == "P":
-            return f"barrier {m.labels[k[1]]} (current phase)"
-        if k[0] == "E":
-            return f"barrier {m.labels[k[1]]} (released to {m.agents[k[2]].cls.name})"
-        if k[0] == "G":
-            return f"finished TMA store of {m.agents[k[1]].cls.name} (not yet waited)"
-        return str(k)
 
     def copy_holders(self, x: int) -> list[str]:
         out = []
