@@ -94,20 +94,6 @@ class _Error(Exception):
 class Machine:
     """The transition system of one block for concrete sizes (and trip counts)."""
 
-    def describe_holder(self, k: tuple) -> str:
-        m = self
-        if k[0] == "F":
-            return "free"
-        if k[0] == "A":
-            return m.agents[k[1]].cls.name
-        if k[0] == "P":
-            return f"barrier {m.labels[k[1]]} (current phase)"
-        if k[0] == "E":
-            return f"barrier {m.labels[k[1]]} (released to {m.agents[k[2]].cls.name})"
-        if k[0] == "G":
-            return f"finished TMA store of {m.agents[k[1]].cls.name} (not yet waited)"
-        return str(k)
-
     def __init__(self, model: Model, sizes: Mapping[str, int], period: int | None = None,
                  enum_cap: int = 4096) -> None:
         self.model = model
@@ -145,6 +131,20 @@ class Machine:
         self._futures()
 
     # ---- environments and evaluation -------------------------------------------------------
+
+    def describe_holder(self, k: tuple) -> str:
+        """Who a permission key names, for evidence and messages."""
+        if k[0] == "F":
+            return "free"
+        if k[0] == "A":
+            return self.agents[k[1]].cls.name
+        if k[0] == "P":
+            return f"barrier {self.labels[k[1]]} (current phase)"
+        if k[0] == "E":
+            return f"barrier {self.labels[k[1]]} (released to {self.agents[k[2]].cls.name})"
+        if k[0] == "G":
+            return f"finished TMA store of {self.agents[k[1]].cls.name} (not yet waited)"
+        return str(k)
 
     def env(self, a: int, ins: Instr, ctrs: tuple[int, ...]) -> dict[str, Any]:
         env = dict(self.base)
