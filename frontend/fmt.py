@@ -33,7 +33,8 @@ _NOT_PREC, _CMP_PREC, _NEG_PREC, _ATOM_PREC = 3, 4, 7, 8
 
 
 def format_expr(e: ast.Expr) -> str:
-    """One expression, with the fewest parentheses that keep its tree."""
+    """One expression, with the fewest parentheses that keep its tree, plus the ones that
+    keep floor division readable (see `_clarify`)."""
     return _expr(e)[0]
 
 
@@ -61,10 +62,21 @@ def _expr(e: ast.Expr) -> tuple[str, int]:
         prec = _BINARY_PREC[e.op]
         # Left-associative chains, except comparisons, which do not chain at all.
         lhs_min = prec + 1 if prec == _CMP_PREC else prec
+        if _clarify(e):
+            lhs_min = prec + 1
         lhs = _operand(e.lhs, lhs_min)
         rhs = _operand(e.rhs, prec + 1)
         return f"{lhs} {e.op} {rhs}", prec
     raise TypeError(f"not an expression: {e!r}")
+
+
+def _clarify(e: ast.Binary) -> bool:
+    """`(k / S) % 2`, not `k / S % 2`: with floor division `a / b % c`, `a * b / c` and
+    `a % b * c` mean different things under other groupings, so a left operand that is a
+    different multiplicative operator keeps its parentheses when `/` or `%` is involved."""
+    lhs = e.lhs
+    return (isinstance(lhs, ast.Binary) and e.op in "*/%" and lhs.op in "*/%"
+            and lhs.op != e.op and ("/" in (e.op, lhs.op) or "%" in (e.op, lhs.op)))
 
 
 def _operand(e: ast.Expr, min_prec: int) -> str:
