@@ -35,22 +35,21 @@ def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:
     for buf in kernel.shared:
         start = time.perf_counter()
         try:
-            real = layouts.realize(_term(buf.layout), buf.shape, buf.dtype.nbytes)
+            real = layouts.realize(buf.layout, buf.shape, buf.dtype.nbytes)
         except (layouts.LayoutError, ValueError) as err:
             realised = False
             out.append(Obligation(CHECKER, f"{kernel.name}: layout of {buf.name} realisable",
                                   Verdict.REFUTED, "construction", buf.span, "TS100", str(err),
                                   seconds=time.perf_counter() - start))
             continue
-        m = real.to_isl()
         setup = time.perf_counter() - start
         max_ops = min(ISL_OPS_BEFORE_FALLBACK, max(1000, options.timeout_ms * OPS_PER_MS))
-        inj = LI.injective(m, max_ops=max_ops)
+        inj = LI.injective(real, max_ops=max_ops)
         if inj.unknown:
             inj = _exhaustive_injective(buf, inj.reason, inj.seconds)
         out.append(_obligation(kernel, buf, "injective (no aliasing)", inj, "TS101", setup,
                                _alias_message(buf, inj.witness)))
-        low = LI.in_bounds(m, lo=0, hi=None, max_ops=max_ops)
+        low = LI.in_bounds(real, lo=0, hi=None, max_ops=max_ops)
         if low.unknown:
             low = _exhaustive_nonnegative(buf, low.reason, low.seconds)
         out.append(_obligation(kernel, buf, "offsets non-negative", low, "TS102", setup,
@@ -93,14 +92,6 @@ def _exhaustive_nonnegative(buf: ir.SharedBuffer, isl_reason: str, isl_seconds: 
 
 def _unflat(k: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(int(x) for x in np.unravel_index(k, shape))
-
-
-def _term(term: ir.LayoutTerm) -> object:
-    """ir.LayoutTerm and the facade's term are the same shape; convert if they differ."""
-    if isinstance(term, layouts.LayoutTerm):
-        return term
-    return layouts.LayoutTerm(term.head, tuple(
-        _term(a) if isinstance(a, ir.LayoutTerm) else a for a in term.args))
 
 
 def _obligation(kernel: ir.Kernel, buf: ir.SharedBuffer, what: str, result: LI.Result,

@@ -31,7 +31,7 @@ class LayoutTerm:
     args: tuple = ()
 
     def __str__(self) -> str:
-        if self.head == "cute":
+        if self.head == "cute" and len(self.args) == 2:
             return f"{_tup(self.args[0])}:{_tup(self.args[1])}"
         if not self.args:
             return self.head

@@ -52,6 +52,7 @@ from typing import Any, Protocol
 
 import islpy as isl
 
+from tilesafe.frontend.ir import LayoutTerm
 from tilesafe.semantics import layout_isl as LI
 from tilesafe.semantics.cute import ComposedLayout, Layout, Swizzle, parse_cute
 from tilesafe.semantics.inttuple import (
@@ -67,27 +68,6 @@ from tilesafe.semantics.linear_layout import LinearLayout
 
 class LayoutError(ValueError):
     """A layout term that cannot be realised (unknown head, wrong arguments, size mismatch)."""
-
-
-@dataclass(frozen=True)
-class LayoutTerm:
-    """A layout as written in the DSL: head name and arguments (ints, int tuples, terms)."""
-
-    head: str
-    args: tuple[Any, ...] = ()
-
-    def __str__(self) -> str:
-        if self.head == "cute" and len(self.args) == 2:
-            return f"{format_int_tuple(self.args[0])}:{format_int_tuple(self.args[1])}"
-        return f"{self.head}({', '.join(_fmt_arg(a) for a in self.args)})"
-
-
-def _fmt_arg(a: Any) -> str:
-    if isinstance(a, LayoutTerm):
-        return str(a)
-    if isinstance(a, tuple):
-        return "(" + ",".join(_fmt_arg(x) for x in a) + ")"
-    return str(a)
 
 
 # --- implementations (one per layout kind) ----------------------------------------------

@@ -74,21 +74,13 @@ def _row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
-def _as_layout_term(term: Any, cls: type) -> Any:
-    """ir.LayoutTerm -> the layouts module's term class (identity once they are one class)."""
-    if cls is ir.LayoutTerm or not isinstance(term, ir.LayoutTerm):
-        return term
-    return cls(term.head, tuple(_as_layout_term(a, cls) for a in term.args))
-
-
 @functools.lru_cache(maxsize=128)
 def realize_offsets(buf: ir.SharedBuffer) -> tuple[tuple[int, ...], int]:
     """Element offset of every logical coordinate (row-major order) and the layout cosize."""
     from tilesafe.semantics import layouts
 
     try:
-        term = _as_layout_term(buf.layout, layouts.LayoutTerm)
-        real = layouts.realize(term, buf.shape, buf.dtype.nbytes)
+        real = layouts.realize(buf.layout, buf.shape, buf.dtype.nbytes)
         offsets = tuple(int(o) for o in layouts.flat_offsets(real))
         cosize = int(real.cosize)
     except (ValueError, TypeError) as err:
