@@ -14,6 +14,7 @@ Three kinds of obligation per tensormap:
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import time
@@ -54,7 +55,7 @@ def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:
 def _timed(fn: Callable[[], Obligation]) -> Obligation:
     start = time.perf_counter()
     ob = fn()
-    return Obligation(**{**ob.__dict__, "seconds": time.perf_counter() - start})
+    return dataclasses.replace(ob, seconds=time.perf_counter() - start)
 
 
 def _spec(kernel: ir.Kernel, tmap: ir.TensorMap) -> tr.TensorMapSpec:
@@ -113,18 +114,22 @@ def _operand_label(tensor: ir.GlobalTensor, rule: tr.OperandRule) -> str:
     return f"byte stride of dim {rank - 2 - rule.index} of {tensor.name}"
 
 
-def _operand_term(kernel: ir.Kernel, env, tensor: ir.GlobalTensor,
-                  rule: tr.OperandRule) -> isl.PwAff:
+def _operand_factors(tensor: ir.GlobalTensor, rule: tr.OperandRule
+                     ) -> tuple[int, tuple[ir.Expr, ...]]:
+    """The operand as scale x product of extents: a global dim is one extent; the byte
+    stride of a row-major dim is the element size times every inner extent."""
+    first = len(tensor.shape) - 1 - rule.index
+    if rule.field == "global_dim":
+        return 1, (tensor.shape[first],)
+    return tensor.dtype.nbytes, tensor.shape[first:]
+
+
+def _operand_term(env, tensor: ir.GlobalTensor, rule: tr.OperandRule) -> isl.PwAff:
     """The operand as an affine function of the sizes (a stride is a product of extents:
     affine only while at most one of them is symbolic)."""
-    rank = len(tensor.shape)
-    if rule.field == "global_dim":
-        return term(tensor.shape[rank - 1 - rule.index], env)
-    dim = rank - 2 - rule.index  # stride of this row-major dim = product of inner extents
-    inner = tensor.shape[dim + 1:]
-    scale = tensor.dtype.nbytes
+    scale, extents = _operand_factors(tensor, rule)
     symbolic = []
-    for extent in inner:
+    for extent in extents:
         if isinstance(extent, ir.IntConst):
             scale *= extent.value
         else:
@@ -139,7 +144,7 @@ def _prove_operand(kernel: ir.Kernel, ctx: isl.Context, tensor: ir.GlobalTensor,
                    rule: tr.OperandRule):
     env = params_env(kernel, ctx)
     where = where_params(kernel, ctx)
-    value = _operand_term(kernel, env, tensor, rule)
+    value = _operand_term(env, tensor, rule)
     pieces = []
     if rule.minimum is not None:
         pieces.append(value.lt_set(constant(env, rule.minimum)))
@@ -167,12 +172,9 @@ def _prove_operand(kernel: ir.Kernel, ctx: isl.Context, tensor: ir.GlobalTensor,
 
 def _concrete_operand(tensor: ir.GlobalTensor, rule: tr.OperandRule,
                       sizes: dict[str, int]) -> int:
-    """The operand at concrete sizes, straight from the IR (for the message)."""
-    rank = len(tensor.shape)
-    if rule.field == "global_dim":
-        return eval_sizes(tensor.shape[rank - 1 - rule.index], sizes)
-    dim = rank - 2 - rule.index
-    return tensor.dtype.nbytes * math.prod(eval_sizes(e, sizes) for e in tensor.shape[dim + 1:])
+    """The operand at concrete sizes (for the message)."""
+    scale, extents = _operand_factors(tensor, rule)
+    return scale * math.prod(eval_sizes(e, sizes) for e in extents)
 
 
 def _sizes(sizes: dict[str, int]) -> str:
@@ -263,7 +265,7 @@ def _copy_obligations(kernel: ir.Kernel, stmt: ir.TmaLoad | ir.TmaStore) -> list
     box = tmap.box
     eb = buf.dtype.nbytes
     period = tr.swizzle_period(tmap.swizzle)
-    bases = range(0, max(period, buf.align), buf.align) if buf.align < period else [0]
+    bases = range(0, period, buf.align) if buf.align < period else [0]
 
     def layout_byte(stage: tuple[int, ...], coord: tuple[int, ...]) -> int:
         k = sum(c * s for c, s in zip(stage + coord, strides, strict=True))
