@@ -79,7 +79,7 @@ from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend import ir
 from tilesafe.frontend.span import Span
 from tilesafe.frontend.walk import statements
-from tilesafe.semantics import banks, swizzle_synth
+from tilesafe.semantics import banks, evaluate, swizzle_synth
 from tilesafe.semantics.interp_error import InterpError
 from tilesafe.semantics.interp_io import check_where
 from tilesafe.semantics.smem import Placement, plan_shared
@@ -252,56 +252,32 @@ class _Env:
 
 Fn = Callable[[_Env], Any]
 
-_ARITH: dict[str, Callable[[Any, Any], Any]] = {
-    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-    "/": lambda a, b: a // b, "%": lambda a, b: a % b,
-    "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
-}
-
-
 def compile_expr(e: ir.Expr, lets: Mapping[int, ir.Expr]) -> Fn:
     """A closure computing an integer/boolean term for one lane (callers check `deps` has no
-    DATA first). Integer / and % are floor division and floor modulo, as in the IR."""
-    if isinstance(e, ir.IntConst):
-        v = e.value
-        return lambda env: v
-    if isinstance(e, ir.SizeVar):
-        name = e.name
-        return lambda env: env.sizes[name]
-    if isinstance(e, ir.Builtin):
-        kind = e.kind
-        if kind is ir.BuiltinKind.THREAD:
-            return lambda env: env.thread
-        if kind is ir.BuiltinKind.LANE:
-            return lambda env: env.thread % 32
-        if kind is ir.BuiltinKind.WARP_ID:
-            return lambda env: env.thread // 32
-        axis = "xyz".index(kind.value[-1])
-        return lambda env: env.block[axis]
-    if isinstance(e, ir.LoopVar):
-        uid = e.uid
-        return lambda env: env.loops[uid]
-    if isinstance(e, ir.LocalRef) and not e.mutable and e.uid in lets:
-        return compile_expr(lets[e.uid], lets)
-    if isinstance(e, ir.UnOp):
-        inner = compile_expr(e.operand, lets)
-        if e.op == "!":
-            return lambda env: not inner(env)
-        return lambda env: -inner(env)
-    if isinstance(e, ir.BinOp):
-        lhs, rhs = compile_expr(e.lhs, lets), compile_expr(e.rhs, lets)
-        if e.op == "&&":
-            return lambda env: bool(lhs(env)) and bool(rhs(env))
-        if e.op == "||":
-            return lambda env: bool(lhs(env)) or bool(rhs(env))
-        op = _ARITH[e.op]
-        return lambda env: op(lhs(env), rhs(env))
-    if isinstance(e, ir.Call) and e.func in ("min", "max", "abs"):
-        args = [compile_expr(a, lets) for a in e.args]
-        func = {"min": min, "max": max, "abs": abs}[e.func]
-        return lambda env: func(*(a(env) for a in args))
-    raise ValueError(f"cannot evaluate {type(e).__name__} concretely")
+    DATA first). Operators mean what semantics/evaluate.py says (floor / and %)."""
+
+    def leaf(x: ir.Expr) -> Fn:
+        if isinstance(x, ir.SizeVar):
+            name = x.name
+            return lambda env: env.sizes[name]
+        if isinstance(x, ir.Builtin):
+            kind = x.kind
+            if kind is ir.BuiltinKind.THREAD:
+                return lambda env: env.thread
+            if kind is ir.BuiltinKind.LANE:
+                return lambda env: env.thread % 32
+            if kind is ir.BuiltinKind.WARP_ID:
+                return lambda env: env.thread // 32
+            axis = "xyz".index(kind.value[-1])
+            return lambda env: env.block[axis]
+        if isinstance(x, ir.LoopVar):
+            uid = x.uid
+            return lambda env: env.loops[uid]
+        if isinstance(x, ir.LocalRef) and not x.mutable and x.uid in lets:
+            return evaluate.compile_expr(lets[x.uid], leaf)
+        raise ValueError(f"cannot evaluate {type(x).__name__} concretely")
+
+    return evaluate.compile_expr(e, leaf)
 
 
 # ---- periodicity in a loop variable (size-independent) ---------------------------------

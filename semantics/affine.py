@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import islpy as isl
 
 from tilesafe.frontend import ir
+from tilesafe.semantics import evaluate
 
 SET = isl.dim_type.set
 PARAM = isl.dim_type.param
@@ -226,18 +227,7 @@ def _dropped(expr: ir.Expr, env: AffineEnv, reason: str) -> CondSets:
 
 def eval_sizes(expr: ir.Expr, sizes: Mapping[str, int]) -> int:
     """Value of an integer term over sizes only (shapes, grid) at concrete sizes."""
-    if isinstance(expr, ir.IntConst):
-        return expr.value
-    if isinstance(expr, ir.SizeVar):
-        return sizes[expr.name]
-    if isinstance(expr, ir.UnOp) and expr.op == "-":
-        return -eval_sizes(expr.operand, sizes)
-    if isinstance(expr, ir.BinOp):
-        a, b = eval_sizes(expr.lhs, sizes), eval_sizes(expr.rhs, sizes)
-        ops = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
-               "/": lambda: a // b, "%": lambda: a % b}
-        return ops[expr.op]()
-    if isinstance(expr, ir.Call) and expr.func in ("min", "max", "abs"):
-        args = [eval_sizes(a, sizes) for a in expr.args]
-        return {"min": min, "max": max, "abs": abs}[expr.func](*args)
-    raise NotAffine("not a size expression", expr)
+    try:
+        return evaluate.eval_sizes(expr, sizes)
+    except (evaluate.NoValue, evaluate.EvalError):
+        raise NotAffine("not a size expression", expr) from None

@@ -35,7 +35,8 @@ import numpy as np
 from tilesafe.frontend import ir
 from tilesafe.frontend.ir import describe_threads
 from tilesafe.frontend.span import Span
-from tilesafe.frontend.walk import loads, own_exprs, statements
+from tilesafe.frontend.walk import loads, own_exprs, statements, subexprs
+from tilesafe.semantics import evaluate
 
 Fn = Callable[[Mapping[str, Any]], Any]
 
@@ -54,23 +55,6 @@ class Unsupported(Exception):
 
 
 # ---- expressions ------------------------------------------------------------------------------
-
-
-def _np_min(a: Any, b: Any) -> Any:
-    return np.minimum(a, b) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else min(a, b)
-
-
-def _np_max(a: Any, b: Any) -> Any:
-    return np.maximum(a, b) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else max(a, b)
-
-
-_BINOPS: dict[str, Callable[[Any, Any], Any]] = {
-    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-    "/": lambda a, b: a // b, "%": lambda a, b: a % b,
-    "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
-    "&&": np.logical_and, "||": np.logical_or,
-}
 
 
 @dataclass(frozen=True)
@@ -124,45 +108,37 @@ def _free(e: ir.Expr, lets: Lets, out: set[str]) -> None:
 def compile_expr(e: ir.Expr, lets: Lets) -> Fn:
     """A closure over an environment (keys: "thread", "block.x", size names, "L<uid>").
 
-    Works on Python ints and, elementwise, on numpy integer arrays (floor division and
-    modulo in both), so footprints can be evaluated for many threads at once.
+    Operators mean what semantics/evaluate.py says; they work on Python ints and,
+    elementwise, on numpy integer arrays, so footprints can be evaluated for many threads at
+    once. Immutable `let`s are substituted; memory, floats and `var`s raise Unsupported.
     """
-    if isinstance(e, ir.IntConst):
-        v = e.value
-        return lambda env: v
-    if isinstance(e, ir.SizeVar):
-        name = e.name
-        return lambda env: env[name]
-    if isinstance(e, ir.Builtin):
-        if e.kind is ir.BuiltinKind.THREAD:
-            return lambda env: env["thread"]
-        if e.kind is ir.BuiltinKind.LANE:
-            return lambda env: env["thread"] % 32
-        if e.kind is ir.BuiltinKind.WARP_ID:
-            return lambda env: env["thread"] // 32
-        key = e.kind.value
-        return lambda env: env[key]
-    if isinstance(e, ir.LoopVar):
-        key = f"L{e.uid}"
-        return lambda env: env[key]
-    if isinstance(e, ir.LocalRef) and not e.mutable and e.uid in lets.table:
-        return compile_expr(lets.table[e.uid], lets)
-    if isinstance(e, ir.BinOp):
-        f, g, op = compile_expr(e.lhs, lets), compile_expr(e.rhs, lets), _BINOPS[e.op]
-        return lambda env: op(f(env), g(env))
-    if isinstance(e, ir.UnOp):
-        f = compile_expr(e.operand, lets)
-        if e.op == "!":
-            return lambda env: np.logical_not(f(env))
-        return lambda env: -f(env)
-    if isinstance(e, ir.Call) and e.func in ("min", "max", "abs"):
-        fs = [compile_expr(a, lets) for a in e.args]
-        if e.func == "abs":
-            return lambda env: abs(fs[0](env))
-        op = _np_min if e.func == "min" else _np_max
-        return lambda env: op(fs[0](env), fs[1](env))
-    raise Unsupported(f"expression of kind {type(e).__name__} has no integer meaning here",
-                      e.span)
+
+    def leaf(x: ir.Expr) -> Fn:
+        if isinstance(x, ir.SizeVar):
+            name = x.name
+            return lambda env: env[name]
+        if isinstance(x, ir.Builtin):
+            if x.kind is ir.BuiltinKind.THREAD:
+                return lambda env: env["thread"]
+            if x.kind is ir.BuiltinKind.LANE:
+                return lambda env: env["thread"] % 32
+            if x.kind is ir.BuiltinKind.WARP_ID:
+                return lambda env: env["thread"] // 32
+            key = x.kind.value
+            return lambda env: env[key]
+        if isinstance(x, ir.LoopVar):
+            key = f"L{x.uid}"
+            return lambda env: env[key]
+        if isinstance(x, ir.LocalRef) and not x.mutable and x.uid in lets.table:
+            return compile_expr(lets.table[x.uid], lets)
+        raise Unsupported(f"expression of kind {type(x).__name__} has no integer meaning "
+                          "here", x.span)
+
+    for x in subexprs(e):
+        if x.type is ir.ScalarType.FLOAT or isinstance(x, ir.Call) and x.func in ("f32", "i32"):
+            raise Unsupported(f"expression of kind {type(x).__name__} has no integer meaning "
+                              "here", x.span)
+    return evaluate.compile_expr(e, leaf)
 
 
 def conjuncts(e: ir.Expr) -> list[ir.Expr]:

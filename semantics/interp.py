@@ -53,7 +53,7 @@ from tilesafe.frontend import ir
 from tilesafe.frontend.ir import describe_threads
 from tilesafe.frontend.span import Span
 from tilesafe.frontend.walk import statements
-from tilesafe.semantics import fp, tma_rules
+from tilesafe.semantics import evaluate, fp, tma_rules
 from tilesafe.semantics import interp_error as E
 from tilesafe.semantics.interp_error import InterpError
 from tilesafe.semantics.interp_io import (
@@ -81,7 +81,6 @@ __all__ = [
 
 DEFAULT_MAX_STEPS = 20_000_000
 
-_F32 = np.float32
 _LOCAL, _EFFECT, _COMPOUND = 0, 1, 2
 # Statements whose execution cannot change any barrier, sync or bulk-group state.
 _MEMORY_STMTS = (ir.Store, ir.Let, ir.VarDecl, ir.Assign, ir.If)
@@ -478,6 +477,8 @@ class _Block:
         except StopIteration:
             t.done = True
             return None
+        except evaluate.EvalError as exc:
+            raise self.err(exc.code, exc.message, exc.span, t) from None
 
     def _choose(self, ready: list[int], passable: list[int]) -> int:
         run = self.run
@@ -530,13 +531,6 @@ class _Block:
 # ---- compiling the IR to closures ----------------------------------------------------------
 
 
-def _to_f32(fn: Callable[[Any], Any], typ: ir.ScalarType) -> Callable[[Any], Any]:
-    if typ is ir.ScalarType.FLOAT:
-        return fn
-    conv = fp.int_to_f32
-    return lambda t: conv(fn(t))
-
-
 _VAR_CONVERT: dict[ir.DType, Callable[[Any], Any]] = {
     ir.DType.F32: lambda x: x,
     ir.DType.F16: fp.round_to_f16,
@@ -577,19 +571,22 @@ class _Compiler:
     # -- expressions ------------------------------------------------------------------------
 
     def expr(self, e: ir.Expr) -> Callable[[Any], Any]:
-        return getattr(self, "e_" + type(e).__name__)(e)
+        """Operators and constants mean what semantics/evaluate.py says; the leaves are this
+        block's sizes and indices and the thread's registers and memory."""
+        return evaluate.compile_expr(e, self.leaf)
 
-    def e_IntConst(self, e: ir.IntConst):
-        v = e.value
-        return lambda t: v
-
-    def e_FloatConst(self, e: ir.FloatConst):
-        v = _F32(e.value)
-        return lambda t: v
-
-    def e_SizeVar(self, e: ir.SizeVar):
-        v = self.run.sizes[e.name]
-        return lambda t: v
+    def leaf(self, e: ir.Expr) -> Callable[[Any], Any]:
+        if isinstance(e, ir.SizeVar):
+            v = self.run.sizes[e.name]
+            return lambda t: v
+        if isinstance(e, ir.Builtin):
+            return self.e_Builtin(e)
+        if isinstance(e, (ir.LoopVar, ir.LocalRef)):
+            uid = e.uid
+            return lambda t: t.vals[uid]
+        if isinstance(e, ir.Load):
+            return self.e_Load(e)
+        raise TypeError(f"no meaning for {type(e).__name__}")
 
     def e_Builtin(self, e: ir.Builtin):
         kind = e.kind
@@ -603,75 +600,6 @@ class _Compiler:
         idx = self.b.block_idx
         v = idx[axis[kind]] if axis[kind] < len(idx) else 0
         return lambda t: v
-
-    def e_LoopVar(self, e: ir.LoopVar):
-        uid = e.uid
-        return lambda t: t.vals[uid]
-
-    def e_LocalRef(self, e: ir.LocalRef):
-        uid = e.uid
-        return lambda t: t.vals[uid]
-
-    def e_UnOp(self, e: ir.UnOp):
-        f = self.expr(e.operand)
-        if e.op == "!":
-            return lambda t: not f(t)
-        return lambda t: -f(t)
-
-    def e_BinOp(self, e: ir.BinOp):
-        op = e.op
-        a, b = self.expr(e.lhs), self.expr(e.rhs)
-        if op == "&&":
-            return lambda t: a(t) and b(t)
-        if op == "||":
-            return lambda t: a(t) or b(t)
-        ltype, rtype = e.lhs.type, e.rhs.type
-        is_float = ir.ScalarType.FLOAT in (ltype, rtype)
-        if is_float:
-            a, b = _to_f32(a, ltype), _to_f32(b, rtype)
-        if op in ("==", "!=", "<", "<=", ">", ">="):
-            cmp = {"==": lambda x, y: x == y, "!=": lambda x, y: x != y,
-                   "<": lambda x, y: x < y, "<=": lambda x, y: x <= y,
-                   ">": lambda x, y: x > y, ">=": lambda x, y: x >= y}[op]
-            return lambda t: bool(cmp(a(t), b(t)))
-        if op == "+":
-            return lambda t: a(t) + b(t)
-        if op == "-":
-            return lambda t: a(t) - b(t)
-        if op == "*":
-            return lambda t: a(t) * b(t)
-        if is_float:  # "/" ("%" on floats is rejected by the frontend)
-            return lambda t: a(t) / b(t)
-        if isinstance(e.rhs, ir.IntConst) and e.rhs.value > 0:
-            c = e.rhs.value
-            return (lambda t: a(t) // c) if op == "/" else (lambda t: a(t) % c)
-        blk, span = self.b, e.span
-
-        def divmod_checked(t: _Thread) -> int:
-            x, y = a(t), b(t)
-            if y == 0:
-                raise blk.err(E.DIV_ZERO, f"integer '{op}' by zero", span, t)
-            return x // y if op == "/" else x % y
-
-        return divmod_checked
-
-    def e_Call(self, e: ir.Call):
-        fns = [self.expr(a) for a in e.args]
-        if e.func == "f32":
-            return _to_f32(fns[0], e.args[0].type)
-        if e.func == "i32":
-            f = fns[0]
-            return lambda t: fp.f32_to_i32(f(t))
-        if e.type is ir.ScalarType.FLOAT:
-            fns = [_to_f32(f, a.type) for f, a in zip(fns, e.args, strict=True)]
-            impl = {"min": fp.fmin, "max": fp.fmax, "abs": fp.fabs}[e.func]
-        else:
-            impl = {"min": min, "max": max, "abs": abs}[e.func]
-        if len(fns) == 1:
-            f0 = fns[0]
-            return lambda t: impl(f0(t))
-        f0, f1 = fns
-        return lambda t: impl(f0(t), f1(t))
 
     def e_Load(self, e: ir.Load):
         if e.space is ir.Space.GLOBAL:
@@ -789,19 +717,18 @@ class _Compiler:
 
     def s_Assign(self, s: ir.Assign, role):
         f, uid = self.expr(s.value), s.uid
-        conv = _VAR_CONVERT[self.run.var_dtypes[s.uid]]
-        op = s.op
+        dtype = self.run.var_dtypes[s.uid]
+        conv = _VAR_CONVERT[dtype]
+        name = evaluate.assign_op(s.op, dtype.scalar)
 
-        def assign(t: _Thread) -> None:
-            v = f(t)
-            if op == "=":
-                t.vals[uid] = conv(v)
-            elif op == "+":
-                t.vals[uid] = conv(t.vals[uid] + v)
-            elif op == "-":
-                t.vals[uid] = conv(t.vals[uid] - v)
-            else:
-                t.vals[uid] = conv(t.vals[uid] * v)
+        if name is None:
+            def assign(t: _Thread) -> None:
+                t.vals[uid] = conv(f(t))
+        else:
+            combine = evaluate.CONCRETE[name]
+
+            def assign(t: _Thread) -> None:
+                t.vals[uid] = conv(combine(t.vals[uid], f(t)))
 
         return (_EFFECT if self.visible(s.value) else _LOCAL), s, assign
 

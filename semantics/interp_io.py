@@ -15,7 +15,7 @@ import numpy as np
 
 from tilesafe.frontend import ir
 from tilesafe.frontend.walk import loads, own_exprs, statements
-from tilesafe.semantics import fp
+from tilesafe.semantics import evaluate, fp
 from tilesafe.semantics.interp_error import WHERE, InterpError
 from tilesafe.semantics.smem import NUMPY_DTYPE
 
@@ -25,33 +25,14 @@ U8_SENTINEL = 0xA5
 
 def eval_size_expr(e: ir.Expr, sizes: Mapping[str, int]) -> Any:
     """Evaluate an expression over size parameters only (where, grid, shapes)."""
-    if isinstance(e, ir.IntConst):
-        return e.value
-    if isinstance(e, ir.SizeVar):
-        if e.name not in sizes:
-            raise InterpError(WHERE, f"no value given for size '{e.name}'", e.span)
-        return int(sizes[e.name])
-    if isinstance(e, ir.UnOp):
-        v = eval_size_expr(e.operand, sizes)
-        return (not v) if e.op == "!" else -v
-    if isinstance(e, ir.Call) and e.func in ("min", "max", "abs"):
-        args = [eval_size_expr(a, sizes) for a in e.args]
-        return {"min": min, "max": max, "abs": abs}[e.func](*args)
-    if isinstance(e, ir.BinOp):
-        if e.op == "&&":
-            return bool(eval_size_expr(e.lhs, sizes)) and bool(eval_size_expr(e.rhs, sizes))
-        if e.op == "||":
-            return bool(eval_size_expr(e.lhs, sizes)) or bool(eval_size_expr(e.rhs, sizes))
-        a, b = eval_size_expr(e.lhs, sizes), eval_size_expr(e.rhs, sizes)
-        if e.op in "/%" and b == 0:
-            raise InterpError(WHERE, "division by zero in a size expression", e.span)
-        return {
-            "+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
-            "/": lambda: a // b, "%": lambda: a % b,
-            "==": lambda: a == b, "!=": lambda: a != b, "<": lambda: a < b,
-            "<=": lambda: a <= b, ">": lambda: a > b, ">=": lambda: a >= b,
-        }[e.op]()
-    raise InterpError(WHERE, "not a size expression", e.span)
+    try:
+        return evaluate.eval_sizes(e, {k: int(v) for k, v in sizes.items()})
+    except KeyError as err:
+        raise InterpError(WHERE, f"no value given for size '{err.args[0]}'", e.span) from None
+    except evaluate.NoValue as err:
+        raise InterpError(WHERE, "not a size expression", err.expr.span) from None
+    except evaluate.EvalError as err:
+        raise InterpError(WHERE, "division by zero in a size expression", err.span) from None
 
 
 def check_where(kernel: ir.Kernel, sizes: Mapping[str, int]) -> tuple[int, ...]:
