@@ -275,6 +275,7 @@ class Param:
     name: str
     dtype: str
     shape: tuple[Expr, ...]
+    role: str | None = None  # "in", "out", "inout"; None when the text gives none
 
 
 @dataclass(frozen=True)

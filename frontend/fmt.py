@@ -288,7 +288,8 @@ class _Layout:
 
     def kernel(self, k: ast.Kernel) -> None:
         params = ", ".join(
-            f"{p.name}: global {p.dtype}[{_exprs(p.shape)}]" for p in k.params
+            f"{p.name}: {p.role + ' ' if p.role else ''}global {p.dtype}[{_exprs(p.shape)}]"
+            for p in k.params
         )
         header_end = _end(k.params[-1].span) if k.params else _start(k.span)
         self.emit(0, f"kernel {k.name}({params})", _start(k.span), header_end,

@@ -80,6 +80,29 @@ class Space(str, Enum):
     SHARED = "shared"
 
 
+class ParamRole(str, Enum):
+    """What a kernel may do with a global tensor parameter (docs/language.md, section 2).
+
+    The role, not the body, decides which tensors are outputs: an output whose only store
+    was deleted is still an output (and then unwritten, TS212), and a store into an input
+    is a bug (TS215) rather than a silent change of the tensor's meaning."""
+
+    IN = "in"  # read only: its contents are inputs and it is never written
+    OUT = "out"  # every element written exactly once; its contents before the launch are
+    # undefined (`tilesafe run` poisons them)
+    INOUT = "inout"  # read, and every element written exactly once
+
+    @property
+    def written(self) -> bool:
+        """The kernel must write every element exactly once."""
+        return self is not ParamRole.IN
+
+    @property
+    def defined_on_entry(self) -> bool:
+        """Its contents before the launch mean something (random inputs, not poison)."""
+        return self is not ParamRole.OUT
+
+
 # ---- expressions -------------------------------------------------------------------------
 
 
@@ -383,6 +406,11 @@ class GlobalTensor:
     name: str
     dtype: DType
     shape: tuple[Expr, ...]  # affine in size parameters; row-major, densely packed
+    role: ParamRole
+    # False when the text gave no role and the resolver inferred it from the body (a tensor
+    # the body writes is `out`, or `inout` if it also reads it; any other is `in`); verify
+    # reports such parameters (TS216) so that files say what they mean.
+    role_declared: bool = True
 
 
 @dataclass(frozen=True)

@@ -87,7 +87,7 @@ _PUNCT = {
     "ADD_OP": "'+' or '-'", "MUL_OP": "'*', '/' or '%'", "ASSIGN_OP": "'=', '+=', '-=' or '*='",
     "SWIZZLE_MODE": "a swizzle mode (none, 32B, 64B, 128B)", "OOB_FILL": "'zero' or 'nan'",
     "FENCE_KIND": "'mbarrier_init' or 'proxy_async'", "ELECT_ONE": "'elect one'",
-    "WAIT_READ": "'read'",
+    "WAIT_READ": "'read'", "PARAM_ROLE": "a role (in, out, inout)",
 }
 
 
@@ -189,8 +189,12 @@ class _ToAst(Transformer):
                           launch[1], launch[2], body)
 
     def param(self, meta, items):
-        name, dtype, *shape = items
-        return ast.Param(self._s(meta), str(name), str(dtype), tuple(shape))
+        name, *rest = items
+        role = None
+        if isinstance(rest[0], Token) and rest[0].type == "PARAM_ROLE":
+            role = str(rest.pop(0))
+        dtype, *shape = rest
+        return ast.Param(self._s(meta), str(name), str(dtype), tuple(shape), role)
 
     def where_clause(self, meta, items):
         return ("where", tuple(items))

@@ -10,9 +10,9 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from tilesafe.frontend import ast, ir
+from tilesafe.frontend import ast, ir, walk
 from tilesafe.frontend import diagnostics as dg
 from tilesafe.frontend.diagnostics import Diagnostic, DiagnosticError
 from tilesafe.frontend.span import Span
@@ -137,7 +137,9 @@ class _KernelResolver:
                 self.error(dg.DUPLICATE_NAME, f"'{p.name}' is already defined", p.span)
                 continue
             shape = tuple(self.size_expr(e, implicit=True) for e in p.shape)
-            tensor = ir.GlobalTensor(p.span, p.name, ir.DType(p.dtype), shape)
+            role = ir.ParamRole(p.role) if p.role is not None else ir.ParamRole.IN
+            tensor = ir.GlobalTensor(p.span, p.name, ir.DType(p.dtype), shape, role,
+                                     role_declared=p.role is not None)
             params.append(tensor)
             self.tensors[p.name] = tensor
         where = tuple(self.where_expr(e) for e in k.where)
@@ -158,11 +160,12 @@ class _KernelResolver:
             body = self.stmts(tuple(s for s in top if not isinstance(s, _DECLS)))
         if self.diags:
             return None
-        return ir.Kernel(
+        kernel = ir.Kernel(
             k.span, k.name, tuple(self.sizes), tuple(params), where, grid, self.block,
             tuple(self.consts.items()), tuple(self.buffers.values()),
             tuple(self.tmaps.values()), tuple(self.barriers.values()), body,
         )
+        return _infer_roles(kernel)
 
     def const_decl(self, d: ast.ConstDecl) -> None:
         if self.declare_check(d.name, d.span):
@@ -728,6 +731,25 @@ class _KernelResolver:
 
 
 _CMP = ("==", "!=", "<", "<=", ">", ">=")
+
+
+def _infer_roles(kernel: ir.Kernel) -> ir.Kernel:
+    """Give every parameter without a declared role the one its uses imply: written and
+    read -> inout, written only -> out, otherwise in. This keeps files written before roles
+    existed meaning what they meant (an output was whatever the body stored to); verify
+    reports each inferred role (TS216), because an inferred role cannot catch a deleted
+    store or a store into an input."""
+    if all(t.role_declared for t in kernel.params):
+        return kernel
+    read, written = walk.tensor_usage(kernel)
+    params = []
+    for t in kernel.params:
+        if not t.role_declared:
+            role = (ir.ParamRole.IN if t.name not in written else
+                    ir.ParamRole.INOUT if t.name in read else ir.ParamRole.OUT)
+            t = replace(t, role=role)
+        params.append(t)
+    return replace(kernel, params=tuple(params))
 
 
 def _fold(op: str, a: int, b: int) -> int:

@@ -72,3 +72,22 @@ def subexprs(e: ir.Expr) -> Iterator[ir.Expr]:
 def loads(e: ir.Expr) -> Iterator[ir.Load]:
     """Every memory read inside `e` (an index may itself read memory)."""
     return (x for x in subexprs(e) if isinstance(x, ir.Load))
+
+
+def tensor_usage(kernel: ir.Kernel) -> tuple[frozenset[str], frozenset[str]]:
+    """(global tensors the body reads, global tensors it writes), by generic accesses or TMA.
+
+    A fact about the text, not the declared roles: the resolver infers the role of an
+    undeclared parameter from it, and the interpreter schedules loads of written tensors."""
+    read: set[str] = set()
+    written: set[str] = set()
+    for s in statements(kernel.body):
+        if isinstance(s, ir.Store) and s.space is ir.Space.GLOBAL:
+            written.add(s.tensor)
+        elif isinstance(s, ir.TmaLoad):
+            read.add(kernel.tensormap(s.tensormap).tensor)
+        elif isinstance(s, ir.TmaStore):
+            written.add(kernel.tensormap(s.tensormap).tensor)
+        for e in own_exprs(s):
+            read.update(ld.tensor for ld in loads(e) if ld.space is ir.Space.GLOBAL)
+    return frozenset(read), frozenset(written)

@@ -1,6 +1,9 @@
 """Everything around a reference-interpreter run that is not execution: evaluating sizes
 (`where`, grid, tensor shapes), making random inputs, and summarising outputs.
 
+`tensor_usage` (which tensors the body reads and writes) lives in frontend/walk.py and is
+re-exported here for the interpreter.
+
 Why separate from interp.py: the CLI and the GPU differential tester need these without the
 scheduler, and they only read the IR's size expressions.
 """
@@ -14,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from tilesafe.frontend import ir
-from tilesafe.frontend.walk import loads, own_exprs, statements
+from tilesafe.frontend.walk import tensor_usage as tensor_usage  # re-exported
 from tilesafe.semantics import evaluate, fp
 from tilesafe.semantics.interp_error import WHERE, InterpError
 from tilesafe.semantics.smem import NUMPY_DTYPE
@@ -67,32 +70,14 @@ def tensor_shapes(kernel: ir.Kernel, sizes: Mapping[str, int]) -> dict[str, tupl
     return out
 
 
-# ---- which tensors a kernel reads and writes ----------------------------------------------
-
-
-def tensor_usage(kernel: ir.Kernel) -> tuple[frozenset[str], frozenset[str]]:
-    """(global tensors read, global tensors written), by generic accesses or TMA."""
-    read: set[str] = set()
-    written: set[str] = set()
-    for s in statements(kernel.body):
-        if isinstance(s, ir.Store) and s.space is ir.Space.GLOBAL:
-            written.add(s.tensor)
-        elif isinstance(s, ir.TmaLoad):
-            read.add(kernel.tensormap(s.tensormap).tensor)
-        elif isinstance(s, ir.TmaStore):
-            written.add(kernel.tensormap(s.tensormap).tensor)
-        for e in own_exprs(s):
-            read.update(ld.tensor for ld in loads(e) if ld.space is ir.Space.GLOBAL)
-    return frozenset(read), frozenset(written)
-
-
 # ---- inputs and summaries -----------------------------------------------------------------
 
 
 def random_inputs(
     kernel: ir.Kernel, sizes: Mapping[str, int], rng: np.random.Generator | int | None = None
 ) -> dict[str, np.ndarray]:
-    """Random arrays for every global tensor; write-only tensors are poisoned.
+    """Random arrays for every global tensor; `out` tensors are poisoned (their contents
+    before the launch are undefined, so reading one before writing it shows in the output).
 
     Floats are multiples of 1/4 in [-2, 2] (exact in f16, bf16 and f32, and sums of a few
     stay exact); i32 in [-100, 100]; u8 in [0, 255]. Poison: NaN for floats, 0xDEADBEEF for
@@ -100,11 +85,10 @@ def random_inputs(
     """
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     shapes = tensor_shapes(kernel, sizes)
-    read, written = tensor_usage(kernel)
     out: dict[str, np.ndarray] = {}
     for t in kernel.params:
         shape = shapes[t.name]
-        poison = t.name in written and t.name not in read
+        poison = not t.role.defined_on_entry
         if t.dtype.is_float:
             vals = (np.full(shape, np.nan, np.float32) if poison
                     else (gen.integers(-8, 9, size=shape) / 4).astype(np.float32))
