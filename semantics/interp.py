@@ -299,7 +299,10 @@ class _Block:
         self.copies: list[_Copy] = []
         self.note: str | None = None
         self.threads = [_Thread(i) for i in range(self.nthreads)]
-        _, self.body = _Compiler(self).block(self.kernel.body, None)
+        local, body = _Compiler(self).block(self.kernel.body, None)
+        # A body with no effectful statement compiles to a plain function; every thread
+        # runs a generator, so wrap it in one that finishes at its first step.
+        self.body = _finishing(body) if local else body
 
     # -- errors -----------------------------------------------------------------------------
 
@@ -526,6 +529,17 @@ class _Block:
                         blocked=[{"role": r, "threads": tids, "waits": w}
                                  for (r, w), tids in groups.items()],
                         finished=finished, barriers=self.barrier_states())
+
+
+def _finishing(fn: Callable[[_Thread], None]) -> Callable[[_Thread], Any]:
+    """A generator function that runs `fn` and finishes without yielding."""
+
+    def gen(t: _Thread):
+        fn(t)
+        return
+        yield  # makes this a generator
+
+    return gen
 
 
 # ---- compiling the IR to closures ----------------------------------------------------------

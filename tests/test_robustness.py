@@ -1,0 +1,48 @@
+"""Inputs that once made tilesafe exit 3 ("internal error", a bug) — each found by fuzzing.
+
+Exit 3 must never happen for user input: each case must now end in a diagnostic
+(`path:line:col: TSnnn message`, exit 2), a verdict (exit 0 or 1, "unknown" where the
+tools cannot decide), or a clear run-time error (exit 1 or 2). Cases that used to exhaust
+memory run in a subprocess under an address-space limit, so a regression fails the test
+instead of the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def limited_cli(*args: object, mem_mb: int = 3072, timeout: int = 300
+                ) -> subprocess.CompletedProcess:
+    """`tilesafe ARGS` in a subprocess with at most `mem_mb` of address space."""
+
+    def limit() -> None:
+        cap = mem_mb << 20
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+    return subprocess.run([sys.executable, "-m", "tilesafe.cli", *map(str, args)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=timeout,
+                          preexec_fn=limit)
+
+
+def kernel(body: str, header: str = "x: out global f32[N]",
+           where: str = "N > 0, N <= 4096", launch: str = "grid 1 block 32") -> str:
+    lines = "".join(f"  {ln}\n" for ln in body.strip("\n").splitlines())
+    return f"kernel k({header})\n  where {where}\n  {launch}\n{{\n{lines}}}\n"
+
+
+# ---- run ---------------------------------------------------------------------------------
+
+
+def test_run_kernel_without_effectful_statements(cli, tsk):
+    """The body compiled to a plain function, which the scheduler cannot step."""
+    path = tsk(kernel("let a = 1", header="x: in global f32[N]"))
+    r = cli("run", path, "--size", "N=4", "--format", "json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["ok"] is True
