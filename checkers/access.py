@@ -11,13 +11,20 @@ holds for every size the `where` clause allows:
   W_i . W_j^-1 relates two instances that write one element; it must be empty once the
   identity (i = j) and pairs that took opposite branches of one `if` at the same instance
   are removed.
-* a non-empty grid (TS213): every grid dimension is at least 1 for every allowed size (the
-  driver rejects an empty launch).
+* a launchable grid: every grid dimension is at least 1 (TS213: the driver rejects an
+  empty launch) and at most the hardware's maximum, 2^31 - 1 for x and 65535 for y and z
+  (TS214), for every allowed size; a `where` clause that leaves a size unbounded allows a
+  grid too large to launch.
 * written at least once (TS212): the union of the writers' ranges contains the tensor's
-  whole index box, at every allowed size that launches at least one block (TS213 reports
-  the others). Any global tensor that is written is an output, also if it is read
-  (an in-place kernel still writes each element exactly once); a tensor only read has no
-  coverage obligation.
+  whole index box, at every allowed size whose grid launches (TS213/TS214 report the
+  others). The parameter's role decides which tensors are outputs (docs/language.md):
+  every `out` and `inout` tensor has this obligation and the one above, also when no
+  statement writes it at all (a deleted store is an unwritten output, not an input).
+* inputs never written (TS215): no instance of any store or TMA store writes an element of
+  an `in` tensor, for any allowed size (a write under a guard that never holds is fine).
+* declared roles (TS216, a warning): a parameter without a role got one inferred from the
+  body (written -> out, written and read -> inout, else in), which cannot catch a deleted
+  store; the warning asks the file to say what it means.
 
 Guards without a Presburger form are handled soundly: bounds and "at most once" are proved
 on the over-approximated domains, coverage on the under-approximated ones; a refutation
@@ -37,7 +44,7 @@ from dataclasses import dataclass, field
 
 import islpy as isl
 
-from tilesafe.checkers.obligation import Obligation, Verdict
+from tilesafe.checkers.obligation import Obligation, Severity, Verdict
 from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend import ir
 from tilesafe.frontend.span import Span
@@ -51,6 +58,7 @@ from tilesafe.semantics.access import (
     where_params,
 )
 from tilesafe.semantics.affine import CondSets, NotAffine, constant, eval_sizes, term
+from tilesafe.semantics.launch import GRID_LIMITS
 
 CHECKER = "access"
 METHOD = "isl"
@@ -60,6 +68,9 @@ SHARED_OOB = "TS202"  # a shared-buffer index (or TMA slice) outside the buffer
 WRITTEN_TWICE = "TS211"  # two instances write one element of an output tensor
 UNWRITTEN = "TS212"  # an element of an output tensor no instance writes
 EMPTY_GRID = "TS213"  # a grid dimension below 1 for some allowed size: nothing launches
+GRID_TOO_LARGE = "TS214"  # a grid dimension beyond the hardware's maximum for some size
+INPUT_WRITTEN = "TS215"  # an element of an `in` tensor is written
+ROLE_UNDECLARED = "TS216"  # a parameter with an inferred role (warning)
 ISL_LIMIT = "TS290"  # ISL ran past its operation budget or failed: verdict unknown
 INEXACT = "TS291"  # a guard or index without Presburger form left the verdict open
 
@@ -89,22 +100,32 @@ def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:
                            METHOD, kernel.span, ISL_LIMIT, f"cannot build access relations: "
                            f"{_isl_reason(err)}", seconds=time.perf_counter() - start)]
     setup = time.perf_counter() - start
-    results = [_run(ctx, f"{kernel.name}: grid dimension {axis} at least 1", g.span, setup,
-                    lambda g=g: _grid_nonempty(kernel, ctx, g, where))
-               for axis, g in zip("xyz", kernel.grid, strict=False)]
+    results = []
+    for axis, g, limit in zip("xyz", kernel.grid, GRID_LIMITS, strict=False):
+        results.append(_run(ctx, f"{kernel.name}: grid dimension {axis} at least 1", g.span,
+                            setup, lambda g=g: _grid_nonempty(kernel, ctx, g, where)))
+        results.append(_run(ctx, f"{kernel.name}: grid dimension {axis} at most {limit}",
+                            g.span, setup,
+                            lambda g=g, limit=limit: _grid_fits(kernel, ctx, g, limit, where)))
+    results.extend(_role_declared(kernel, t) for t in kernel.params if not t.role_declared)
     for a in accesses:
         if a.clipped:
             continue
         what = "global" if a.space is ir.Space.GLOBAL else "shared"
         name = f"{kernel.name}: {what} {a.kind.value} of {a.tensor} at {_at(a.span)} in bounds"
         results.append(_run(ctx, name, a.span, setup, lambda a=a: _in_bounds(kernel, ctx, a)))
-    for tensor, writers in _writers(accesses).items():
-        span = writers[0].span
-        results.append(_run(ctx, f"{kernel.name}: {tensor} written at most once", span, setup,
-                            lambda w=writers: _at_most_once(kernel, w)))
-        results.append(_run(ctx, f"{kernel.name}: {tensor} written at least once", span, setup,
-                            lambda t=tensor, w=writers: _at_least_once(kernel, ctx, t, w,
-                                                                        where)))
+    writers = _writers(accesses)
+    for t in kernel.params:
+        ws = writers.get(t.name, [])
+        span = ws[0].span if ws else t.span
+        if not t.role.written:
+            results.append(_run(ctx, f"{kernel.name}: input {t.name} never written", span,
+                                setup, lambda t=t, w=ws: _never_written(kernel, t, w)))
+            continue
+        results.append(_run(ctx, f"{kernel.name}: {t.name} written at most once", span, setup,
+                            lambda t=t, w=ws: _at_most_once(kernel, t.name, w)))
+        results.append(_run(ctx, f"{kernel.name}: {t.name} written at least once", span, setup,
+                            lambda t=t, w=ws: _at_least_once(kernel, ctx, t, w, where)))
     return results
 
 
@@ -155,19 +176,104 @@ def _grid_nonempty(kernel: ir.Kernel, ctx: isl.Context, extent: ir.Expr,
                            "'where' atom holds", INEXACT, evidence=evidence)
         return _Result(Verdict.PROVED, "at least one block for every allowed size",
                        evidence=evidence)
-    sizes, _ = point_values(empty.sample_point())
+    sizes, _ = _smallest(empty)
     return _Result(Verdict.REFUTED, f"at {_sizes(sizes)} the grid extent is "
                    f"{eval_sizes(extent, sizes)}: no block runs (and the launch is invalid)",
                    EMPTY_GRID, {"sizes": sizes}, evidence)
 
 
+def _grid_fits(kernel: ir.Kernel, ctx: isl.Context, extent: ir.Expr, limit: int,
+               where: CondSets) -> _Result:
+    """The driver refuses a launch whose grid dimension exceeds the hardware's maximum, so a
+    `where` clause that leaves a size unbounded allows sizes at which nothing runs."""
+    env = params_env(kernel, ctx)
+    value = term(extent, env)
+    too_big = value.gt_set(constant(env, limit)).params()
+    bad = too_big.intersect(where.under)
+    evidence = {"extent": str(value), "limit": limit, "where": str(where.under),
+                "violations": str(bad)}
+    if bad.is_empty():
+        if not too_big.intersect(where.over).is_empty():
+            return _Result(Verdict.UNKNOWN, f"the grid may exceed {limit} blocks where an "
+                           "unmodelled 'where' atom holds", INEXACT, evidence=evidence)
+        return _Result(Verdict.PROVED, f"at most {limit} blocks for every allowed size",
+                       evidence=evidence)
+    sizes, _ = _smallest(bad)
+    return _Result(Verdict.REFUTED, f"at {_sizes(sizes)} the grid extent is "
+                   f"{eval_sizes(extent, sizes)}, more than the hardware's {limit}: the launch "
+                   "fails (bound the sizes in 'where')", GRID_TOO_LARGE, {"sizes": sizes},
+                   evidence)
+
+
 def _launchable(kernel: ir.Kernel, ctx: isl.Context) -> isl.Set:
-    """Sizes at which every grid dimension is at least 1 (a valid launch)."""
+    """Sizes at which every grid dimension is in 1 .. its hardware maximum (a valid launch)."""
     env = params_env(kernel, ctx)
     result = env.universe().params()
-    for extent in kernel.grid:
-        result = result.intersect(term(extent, env).ge_set(constant(env, 1)).params())
+    for extent, limit in zip(kernel.grid, GRID_LIMITS, strict=False):
+        value = term(extent, env)
+        result = result.intersect(value.ge_set(constant(env, 1)).params())
+        result = result.intersect(value.le_set(constant(env, limit)).params())
     return result
+
+
+# ---- roles --------------------------------------------------------------------------------
+
+
+def _role_declared(kernel: ir.Kernel, t: ir.GlobalTensor) -> Obligation:
+    """A warning, decided by the text alone: the role was inferred from the body."""
+    role = t.role.value
+    return Obligation(
+        CHECKER, f"{kernel.name}: {t.name} declares its role", Verdict.REFUTED, "syntax",
+        t.span, ROLE_UNDECLARED,
+        f"parameter '{t.name}' declares no role, so it is taken as '{role}' because of what "
+        f"the body does with it; write '{t.name}: {role} global ...' so that a deleted store "
+        "or a store into an input is caught", severity=Severity.WARNING)
+
+
+def _never_written(kernel: ir.Kernel, t: ir.GlobalTensor,
+                   writers: Sequence[AccessRelation]) -> _Result:
+    """No instance of any write statement touches an element of the input `t`. A TMA
+    store's relation is clipped to the tensor, so a box wholly outside it writes nothing; a
+    plain store whose index has no affine form counts by its domain (it writes something)."""
+    if not writers:
+        return _Result(Verdict.PROVED, f"no statement writes {t.name}",
+                       evidence={"writes": {}})
+    evidence: dict[str, object] = {
+        "writes": {f"{w.name}@{_at(w.span)}": str(w.relation if w.relation is not None
+                                                  else w.domain) for w in writers},
+        "query": "is_empty(W) for every writer W of the input",
+    }
+    open_writer = None
+    for w in writers:
+        over = w.relation if w.relation is not None else w.domain
+        if over.is_empty():
+            continue
+        under = w.relation_under if w.relation_under is not None else w.domain_under
+        if under.is_empty():
+            open_writer = open_writer or w
+            continue
+        return _input_written(kernel, t, w, under, evidence)
+    if open_writer is not None:
+        w = open_writer
+        reasons = "; ".join(w.dropped) or w.error or "an unmodelled guard"
+        return _Result(Verdict.UNKNOWN, f"the {w.via.value} at {_at(w.span)} writes input "
+                       f"{t.name} unless an unmodelled guard prevents it: {reasons}", INEXACT,
+                       evidence=evidence)
+    return _Result(Verdict.PROVED, f"no write into {t.name} runs for any allowed size",
+                   evidence=evidence)
+
+
+def _input_written(kernel: ir.Kernel, t: ir.GlobalTensor, w: AccessRelation,
+                   under: isl.Map | isl.Set, evidence: dict[str, object]) -> _Result:
+    params, coords = _sample(kernel, under.wrap() if isinstance(under, isl.Map) else under)
+    n = len(w.dims)
+    cex = _instance(kernel, w, params, coords[:n])
+    element = coords[n:]
+    cex["element"] = element
+    where = f"{t.name}[{', '.join(map(str, element))}]" if element else t.name
+    message = (f"{t.name} is declared 'in' but the {w.via.value} at {_at(w.span)} writes "
+               f"{where} at {_describe(cex)} (declare it 'inout' if the kernel updates it)")
+    return _Result(Verdict.REFUTED, message, INPUT_WRITTEN, cex, evidence)
 
 
 def _in_bounds(kernel: ir.Kernel, ctx: isl.Context, a: AccessRelation) -> _Result:
@@ -191,7 +297,7 @@ def _in_bounds(kernel: ir.Kernel, ctx: isl.Context, a: AccessRelation) -> _Resul
         return _Result(Verdict.UNKNOWN, "an out-of-bounds index is possible only if the "
                        f"unmodelled guard allows it: {'; '.join(a.dropped)}", INEXACT,
                        evidence=evidence)
-    params, coords = point_values(_sample(kernel, under.wrap()))
+    params, coords = _sample(kernel, under.wrap())
     n = len(a.dims)
     cex = _instance(kernel, a, params, coords[:n])
     index = coords[n:]
@@ -231,7 +337,8 @@ def _conflicts(a: AccessRelation, b: AccessRelation, under: bool) -> isl.Map:
     return pairs
 
 
-def _at_most_once(kernel: ir.Kernel, writers: Sequence[AccessRelation]) -> _Result:
+def _at_most_once(kernel: ir.Kernel, tensor: str,
+                  writers: Sequence[AccessRelation]) -> _Result:
     modelled = [w for w in writers if w.relation is not None]
     evidence: dict[str, object] = {
         "writes": {f"{w.name}@{_at(w.span)}": str(w.relation) for w in modelled},
@@ -259,7 +366,6 @@ def _at_most_once(kernel: ir.Kernel, writers: Sequence[AccessRelation]) -> _Resu
     if unmodelled:
         return _Result(Verdict.UNKNOWN, f"cannot model a write: {unmodelled[0].error}",
                        INEXACT, evidence=evidence)
-    tensor = writers[0].tensor
     if open_pairs:
         a, b = open_pairs[0]
         reasons = "; ".join(a.dropped + b.dropped)
@@ -274,7 +380,7 @@ def _twice(kernel: ir.Kernel, a: AccessRelation, b: AccessRelation, pairs: isl.M
     assert a.relation_under is not None and b.relation_under is not None
     both = a.relation_under.reverse().range_product(b.relation_under.reverse())
     both = both.intersect_range(pairs.wrap())  # element -> [a-instance -> b-instance]
-    params, coords = point_values(_sample(kernel, both.wrap()))
+    params, coords = _sample(kernel, both.wrap())
     rank = len(kernel.tensor(a.tensor).shape)
     element = coords[:rank]
     first = _instance(kernel, a, params, coords[rank:rank + len(a.dims)])
@@ -289,8 +395,9 @@ def _twice(kernel: ir.Kernel, a: AccessRelation, b: AccessRelation, pairs: isl.M
 # ---- written at least once ----------------------------------------------------------------
 
 
-def _at_least_once(kernel: ir.Kernel, ctx: isl.Context, tensor: str,
+def _at_least_once(kernel: ir.Kernel, ctx: isl.Context, t: ir.GlobalTensor,
                    writers: Sequence[AccessRelation], where: CondSets) -> _Result:
+    tensor = t.name
     valid = valid_indices(kernel, ctx, tensor, ir.Space.GLOBAL)
     launch = _launchable(kernel, ctx)  # an empty grid is TS213's finding, not coverage's
     target_over = valid.intersect_params(where.over.intersect(launch))
@@ -321,30 +428,50 @@ def _at_least_once(kernel: ir.Kernel, ctx: isl.Context, tensor: str,
         return _Result(Verdict.UNKNOWN, f"{tensor} is fully written only if unmodelled "
                        f"guards allow it: {'; '.join(reasons) or 'where clause'}", INEXACT,
                        evidence=evidence)
-    params, element = point_values(_sample(kernel, surely))
+    params, element = _sample(kernel, surely)
     cex = {"sizes": params, "element": element,
            "shape": [eval_sizes(e, params) for e in kernel.tensor(tensor).shape]}
     message = (f"{tensor}[{', '.join(map(str, element))}] is never written at sizes "
                f"{_sizes(params)} (shape [{', '.join(map(str, cex['shape']))}])")
+    if not writers:
+        message = (f"{tensor} is declared '{t.role.value}' but no statement writes it: "
+                   + message)
     return _Result(Verdict.REFUTED, message, UNWRITTEN, cex, evidence)
 
 
 # ---- counterexample formatting ------------------------------------------------------------
 
 
-def _sample(kernel: ir.Kernel, violations: isl.Set) -> isl.Point:
-    """A point of a non-empty set, preferring sizes whose grid launches at least one block
-    in every dimension (an empty grid is a launch error of its own, and a counterexample
+def _sample(kernel: ir.Kernel, violations: isl.Set) -> tuple[dict[str, int], list[int]]:
+    """(sizes, coordinates) of a point of a non-empty set, preferring sizes whose grid
+    launches (an empty or oversized grid is a launch error of its own, and a counterexample
     that can be run is more useful)."""
     env = params_env(kernel, violations.get_ctx())
     launchable = env.universe()
-    for g in kernel.grid:
+    for g, limit in zip(kernel.grid, GRID_LIMITS, strict=False):
         try:
-            launchable = launchable.intersect(term(g, env).ge_set(constant(env, 1)))
+            value = term(g, env)
         except NotAffine:
             continue
+        launchable = launchable.intersect(value.ge_set(constant(env, 1)))
+        launchable = launchable.intersect(value.le_set(constant(env, limit)))
     preferred = violations.intersect_params(launchable.params())
-    return (violations if preferred.is_empty() else preferred).sample_point()
+    return _smallest(violations if preferred.is_empty() else preferred)
+
+
+def _smallest(points: isl.Set) -> tuple[dict[str, int], list[int]]:
+    """(sizes, coordinates) of the lexicographically smallest point, sizes first: a
+    counterexample at M=9 is one a person can run and read, one at M=69440 is not (ISL's
+    sample_point picks any point). Falls back to any point if ISL's budget runs out."""
+    nparam = points.dim(isl.dim_type.param)
+    names = [points.get_dim_name(isl.dim_type.param, i) for i in range(nparam)]
+    try:
+        lifted = points.move_dims(isl.dim_type.set, 0, isl.dim_type.param, 0, nparam)
+        values = point_values(lifted.lexmin().sample_point())[1]
+    except isl.Error:
+        points.get_ctx().reset_operations()
+        return point_values(points.sample_point())
+    return dict(zip(names, values[:nparam], strict=True)), values[nparam:]
 
 
 def _instance(kernel: ir.Kernel, a: AccessRelation, params: Mapping[str, int],

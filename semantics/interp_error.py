@@ -8,6 +8,7 @@ Codes the interpreter raises:
   TS200  sizes missing / violating the `where` clause / a non-positive grid or shape
   TS201  global out-of-bounds access          TS202  shared out-of-bounds access
   TS203  integer division by zero at run time (only possible with `var` operands)
+  TS214  a grid dimension beyond the hardware's maximum (the driver refuses the launch)
   TS301  a TMA store read shared memory written by the generic proxy with no
          `fence proxy_async` by the writer before its next synchronisation
   TS401  barrier used before `init`           TS402  `init` of a live barrier
@@ -32,6 +33,7 @@ WHERE = "TS200"
 GLOBAL_OOB = "TS201"
 SHARED_OOB = "TS202"
 DIV_ZERO = "TS203"
+GRID_TOO_LARGE = "TS214"
 PROXY_FENCE = "TS301"
 UNINIT = "TS401"
 REINIT = "TS402"

@@ -19,7 +19,8 @@ import numpy as np
 from tilesafe.frontend import ir
 from tilesafe.frontend.walk import tensor_usage as tensor_usage  # re-exported
 from tilesafe.semantics import evaluate, fp
-from tilesafe.semantics.interp_error import WHERE, InterpError
+from tilesafe.semantics.interp_error import GRID_TOO_LARGE, WHERE, InterpError
+from tilesafe.semantics.launch import grid_problem
 from tilesafe.semantics.smem import NUMPY_DTYPE
 
 I32_SENTINEL = -559038737  # 0xDEADBEEF as i32: "never written"
@@ -54,9 +55,13 @@ def check_where(kernel: ir.Kernel, sizes: Mapping[str, int]) -> tuple[int, ...]:
             raise InterpError(WHERE, f"sizes {given} violate the where constraint at "
                               f"{cond.span}", cond.span, {"sizes": dict(sizes)})
     grid = tuple(int(eval_size_expr(g, sizes)) for g in kernel.grid)
-    for g, e in zip(grid, kernel.grid, strict=True):
-        if g < 1:
-            raise InterpError(WHERE, f"grid dimension evaluates to {g}", e.span)
+    problem = grid_problem(grid)
+    if problem is not None:
+        axis, why = problem
+        # An empty grid is a size that does not fit (TS200, as before); one beyond the
+        # hardware is a launch the kernel's `where` should have excluded (TS214).
+        code = WHERE if grid[axis] < 1 else GRID_TOO_LARGE
+        raise InterpError(code, why, kernel.grid[axis].span, {"grid": list(grid)})
     return grid
 
 

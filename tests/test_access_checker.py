@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tilesafe.checkers import access as checker
-from tilesafe.checkers.obligation import Verdict
+from tilesafe.checkers.obligation import Severity, Verdict
 from tilesafe.checkers.registry import CHECKERS, CheckOptions, load
 from tilesafe.frontend import ir
 from tilesafe.frontend.load import compile_source, load_program
@@ -208,7 +208,13 @@ def compare_relations(kernel: ir.Kernel, sizes: dict[str, int], accesses=None,
 def concrete_violations(kernel: ir.Kernel, sizes, pairs: Pairs,
                         accesses=None) -> dict[str, set]:
     """Per obligation kind, what enumeration finds wrong at these sizes."""
-    out: dict[str, set] = {"bounds": set(), "twice": set(), "unwritten": set()}
+    out: dict[str, set] = {"bounds": set(), "twice": set(), "unwritten": set(),
+                           "input": set(), "grid": set()}
+    grid = [eval_sizes(g, sizes) for g in kernel.grid]
+    out["grid"] = {(axis, n) for axis, (n, limit) in enumerate(zip(grid, checker.GRID_LIMITS,
+                                                                     strict=False))
+                   if not 1 <= n <= limit}
+    roles = {t.name: t.role for t in kernel.params}
     nodes = {(id(a.node), a.tensor): a for a in accesses or collect(kernel, isl.Context())}
     writes: dict[str, Counter] = {}
     for key, found in pairs.items():
@@ -221,8 +227,14 @@ def concrete_violations(kernel: ir.Kernel, sizes, pairs: Pairs,
             if not all(0 <= v < s for v, s in zip(idx, shape, strict=True)):
                 out["bounds"].add((a.span, inst, idx))
         if a.kind is Kind.WRITE and a.space is ir.Space.GLOBAL:
+            if not roles[a.tensor].written:
+                out["input"] |= {(a.tensor, idx) for _, idx in found}
+                continue
             counter = writes.setdefault(a.tensor, Counter())
             counter.update(idx for _, idx in found)
+    for t in kernel.params:  # an output nothing writes is entirely unwritten ...
+        if t.role.written and not out["grid"]:  # ... if the grid launches (TS213/TS214)
+            writes.setdefault(t.name, Counter())
     for tensor, counter in writes.items():
         out["twice"] |= {(tensor, idx) for idx, n in counter.items() if n > 1}
         out["unwritten"] |= {(tensor, idx) for idx in _elements(kernel, tensor, sizes)
@@ -232,11 +244,15 @@ def concrete_violations(kernel: ir.Kernel, sizes, pairs: Pairs,
 
 def check_against_enumeration(kernel: ir.Kernel, size_list) -> list:
     """The parametric verdicts agree with enumeration at every size in `size_list`."""
-    obligations = checker.check(kernel, OPTIONS)
-    by_kind: dict[str, list] = {"bounds": [], "twice": [], "unwritten": []}
+    # TS216 (a role inferred, not declared) is a warning about the text, not about accesses.
+    obligations = [o for o in checker.check(kernel, OPTIONS) if o.severity is Severity.ERROR]
+    by_kind: dict[str, list] = {"bounds": [], "twice": [], "unwritten": [], "input": [],
+                                "grid": []}
     for o in obligations:
         kind = ("twice" if "at most once" in o.name else
-                "unwritten" if "at least once" in o.name else "bounds")
+                "unwritten" if "at least once" in o.name else
+                "input" if "never written" in o.name else
+                "grid" if "grid dimension" in o.name else "bounds")
         by_kind[kind].append(o)
         assert o.verdict is not Verdict.UNKNOWN, o.message
     accesses = collect(kernel, isl.Context())
@@ -283,6 +299,14 @@ def replay_counterexample(kernel: ir.Kernel, o) -> None:
         assert seen[0] != seen[1]
     elif o.code == checker.EMPTY_GRID:
         assert min(eval_sizes(g, sizes) for g in kernel.grid) < 1
+    elif o.code == checker.GRID_TOO_LARGE:
+        assert any(eval_sizes(g, sizes) > limit
+                   for g, limit in zip(kernel.grid, checker.GRID_LIMITS, strict=False))
+    elif o.code == checker.INPUT_WRITTEN:
+        a = nodes[cex["statement"].split()[0]]
+        assert kernel.tensor(a.tensor).role is ir.ParamRole.IN
+        inst = tuple(cex["block"]) + (cex["thread"],) + tuple(cex["loops"].values())
+        assert (inst, tuple(cex["element"])) in pairs[(id(a.node), a.tensor)]
     elif o.code == checker.UNWRITTEN:
         element = tuple(cex["element"])
         tensor = o.name.split(": ")[1].split()[0]
@@ -298,8 +322,8 @@ def replay_counterexample(kernel: ir.Kernel, o) -> None:
 # ---- random kernels from a template -----------------------------------------------------
 
 TEMPLATE = """
-kernel tiles(src: global f32[M, N], dst: global f32[M, N])
-  where M > 0, N > 0{where}
+kernel tiles(src: in global f32[M, N], dst: {dst_role}global f32[M, N])
+  where M > 0, N > 0, M <= 65536, N <= 65536{where}
   grid ({grid}) block {block}
 {{
   shared s: f32[{srows}, {cols}]
@@ -332,7 +356,8 @@ def tile_kernels(draw) -> str:
                                   "r < M", "c < N && r >= 0", "r < M && !(c >= N)"]))
     off = st.sampled_from(["", "", "", " + 1", " - 1"])
     extra = draw(st.sampled_from(["", "", "if thread == 0 && k == 0 { dst[0, 0] = 2.0 }",
-                                  "if r < M && c < N { } else { dst[0, 0] = 3.0 }"]))
+                                  "if r < M && c < N { } else { dst[0, 0] = 3.0 }",
+                                  "if thread == 0 && k == 1 { src[0, 0] = 4.0 }"]))
     role = draw(st.sampled_from(["", "", "threads", "elect"]))
     role_open, role_close = "", ""
     if role:
@@ -343,6 +368,7 @@ def tile_kernels(draw) -> str:
     return TEMPLATE.format(
         where=draw(st.sampled_from(["", f", M % {tile} == 0", f", N % {cols} == 0"])),
         grid=grid, block=block, srows=draw(st.sampled_from([rows, max(1, rows - 1)])),
+        dst_role=draw(st.sampled_from(["out ", "out ", "inout ", ""])),
         cols=cols, role_open=role_open, role_close=role_close, loop_hi=loop_hi,
         step=draw(st.sampled_from([1, 1, 2])), tile=tile, roff=draw(off), coff=draw(off),
         guard=guard, src_off=draw(st.sampled_from(["", "", " + 1"])), extra=extra)
@@ -360,8 +386,8 @@ def test_random_tile_kernels_agree_with_enumeration(source: str) -> None:
 
 
 TMA_TEMPLATE = """
-kernel boxes(src: global f16[M, N], dst: global f16[M, N])
-  where M > 0, N > 0
+kernel boxes(src: in global f16[M, N], dst: out global f16[M, N])
+  where M > 0, N > 0, M <= 65536, N <= 65536
   grid ({grid_x}, {grid_y}) block 64
 {{
   tensormap tin = tiled(src, box [{br}, {bc}])
@@ -568,10 +594,15 @@ def test_interpreter_confirms_counterexample(path: Path) -> None:
         with pytest.raises(InterpError) as err:
             interp.run_kernel(kernel, sizes, inputs)
         assert err.value.code == o.code
-    elif o.code == checker.EMPTY_GRID:
+    elif o.code in (checker.EMPTY_GRID, checker.GRID_TOO_LARGE):
         with pytest.raises(InterpError) as err:  # the launch itself is rejected
             interp.run_kernel(kernel, sizes, inputs)
-        assert err.value.code == "TS200"
+        assert err.value.code == ("TS200" if o.code == checker.EMPTY_GRID else o.code)
+    elif o.code == checker.INPUT_WRITTEN:  # the input's element really changes
+        tensor = o.name.split("input ")[1].split()[0]
+        result = interp.run_kernel(kernel, sizes, inputs)
+        value = result.tensors[tensor][tuple(o.counterexample["element"])]
+        assert value == value  # no longer the NaN it started as
     elif o.code == checker.UNWRITTEN:
         result = interp.run_kernel(kernel, sizes, inputs)
         tensor = o.name.split(": ")[1].split()[0]
