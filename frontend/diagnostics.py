@@ -15,6 +15,7 @@ SYNTAX = "TS001"  # unexpected token
 BAD_CHAR = "TS002"  # character no token starts with
 EARLY_EOF = "TS003"  # input ended inside a construct
 IO_ERROR = "TS004"  # file cannot be read / not UTF-8
+TOO_DEEP = "TS005"  # blocks and expressions nested deeper than the tools support
 UNKNOWN_NAME = "TS010"
 DUPLICATE_NAME = "TS011"
 WRONG_KIND = "TS012"  # a name used as something it is not (barrier as tensor, ...)

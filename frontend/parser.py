@@ -25,6 +25,16 @@ def _parser() -> Lark:
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 
 
+# How deeply blocks and operators may nest (docs/language.md, section 8). Every stage after
+# the parser walks the tree recursively; real kernels nest fewer than 10 levels, and 100
+# keeps the deepest walk (the formatter's, the interpreter's closures) far below Python's
+# recursion limit, which an `if` nested about 250 deep used to exhaust (exit 3).
+MAX_NESTING = 100
+_CHAINS = frozenset({"or_expr", "and_expr", "cmp_expr", "sum_expr", "product"})
+_EXPRS = _CHAINS | {"not_op", "neg", "int_lit", "float_lit", "name_ref", "index_expr", "call",
+                    "block_idx"}
+
+
 def parse(text: str, path: str = "<input>") -> ast.Module:
     """Parse a whole .tsk file. Raises DiagnosticError on the first syntax error."""
     try:
@@ -37,12 +47,40 @@ def parse(text: str, path: str = "<input>") -> ast.Module:
                               hint="the comment opened here never closes: add '*/'")
             raise DiagnosticError([diag]) from None
         raise DiagnosticError([_syntax_diagnostic(err, text, path)]) from None
+    too_deep = _too_deep(tree)
+    if too_deep is not None:
+        span = _span(path, too_deep.meta)
+        raise DiagnosticError([Diagnostic(
+            dg.TOO_DEEP, f"blocks and expressions nest more than {MAX_NESTING} levels deep "
+            "here", span, hint="split the expression with `let`s, or flatten the nested "
+            "blocks")]) from None
     kernels = _ToAst(path).transform(tree)
     comments = tuple(
         ast.Comment(_offset_span(text, path, m.start(), m.end()), m.group(0))
         for m in _COMMENT.finditer(text)
     )
     return ast.Module(path, tuple(kernels), comments)
+
+
+def _too_deep(tree: lark.Tree) -> lark.Tree | None:
+    """The first node nested deeper than MAX_NESTING, or None; iterative, so any depth is
+    measured safely. A block counts one level, an operator one (a chain `a + b + c` of n
+    operands n - 1, as the syntax tree nests it), everything else none."""
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        kind = node.data
+        if kind == "block":
+            depth += 1
+        elif kind in _EXPRS:
+            operands = sum(isinstance(c, lark.Tree) for c in node.children)
+            depth += max(1, operands - 1) if kind in _CHAINS else 1
+        if depth > MAX_NESTING:
+            return node
+        # reversed: the first node popped is the leftmost, so the report is the first
+        # place in the text where the limit is crossed
+        stack.extend((c, depth) for c in reversed(node.children) if isinstance(c, lark.Tree))
+    return None
 
 
 _COMMENT_OR_OPEN = re.compile(r"//[^\n]*|/\*.*?\*/|/\*", re.S)

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -46,3 +48,35 @@ def test_run_kernel_without_effectful_statements(cli, tsk):
     r = cli("run", path, "--size", "N=4", "--format", "json")
     assert r.code == 0, r.err
     assert json.loads(r.out)["ok"] is True
+
+
+# ---- nesting -------------------------------------------------------------------------------
+
+
+def nested_ifs(n: int) -> str:
+    body = "".join(f"if thread < {i + 1} {{\n" for i in range(n)) + "x[thread] = 1.0\n"
+    return kernel(body + "}\n" * n, where="N == 32")
+
+
+@pytest.mark.parametrize("command", [["lint"], ["fmt", "--check"], ["verify"],
+                                     ["run", "--size", "N=32"]])
+def test_if_nested_300_deep_is_ts005(cli, tsk, command):
+    """Python's recursion limit, in the parser's tree transformer (and every walk after)."""
+    r = cli(*command, tsk(nested_ifs(300)))
+    assert r.code == 2, r.err
+    assert "TS005 blocks and expressions nest more than 100 levels deep" in r.out
+
+
+def test_long_operator_chain_is_ts005(cli, tsk):
+    chain = " + ".join(["thread"] * 400)  # flat in the text, 399 deep as a syntax tree
+    r = cli("lint", tsk(kernel(f"x[0 * ({chain})] = 1.0", where="N == 32")))
+    assert r.code == 2 and "TS005" in r.out and ":5:" in r.out
+
+
+def test_nesting_just_under_the_limit_works_everywhere(cli, tsk):
+    path = tsk(nested_ifs(98))  # kernel body + 98 blocks + the store's 2 levels = 100
+    assert cli("lint", path).code == 0
+    assert cli("fmt", "--check", path).code in (0, 1)
+    verdict = cli("verify", path)  # only thread 0 passes 98 guards: x[1..] unwritten
+    assert verdict.code == 1 and "TS212" in verdict.out
+    assert cli("run", path, "--size", "N=32").code == 0
