@@ -798,17 +798,23 @@ def _fp(nodes: tuple[AccessNode, ...], pts: dict[str, Any], mask: np.ndarray,
             _fp(n.then, pts, mask & c, kernel, acc)
             _fp(n.orelse, pts, mask & ~c, kernel, acc)
         else:  # collapsed loop: expand every point by the loop's iterations
-            lo = np.broadcast_to(np.asarray(n.lo(pts), dtype=np.int64), mask.shape)
-            hi = np.broadcast_to(np.asarray(n.hi(pts), dtype=np.int64), mask.shape)
             if not mask.any():
                 continue
-            vlo, vhi = int(lo[mask].min()), int(hi[mask].max())
-            values = np.arange(vlo, max(vlo, vhi), n.step, dtype=np.int64)
-            if values.size == 0:
-                continue
-            if values.size * mask.size > MAX_FOOTPRINT_POINTS:
+            try:
+                lo = np.broadcast_to(np.asarray(n.lo(pts), dtype=np.int64), mask.shape)
+                hi = np.broadcast_to(np.asarray(n.hi(pts), dtype=np.int64), mask.shape)
+            except OverflowError:  # a bound past int64: far too many points anyway
                 _fp(tuple(_inexact(n.then)), pts, mask, kernel, acc)
                 continue
+            vlo, vhi = int(lo[mask].min()), int(hi[mask].max())
+            # Count before allocating: a 2^31-iteration loop must not build its array.
+            count = max(0, -(-(vhi - vlo) // n.step))
+            if count == 0:
+                continue
+            if count * mask.size > MAX_FOOTPRINT_POINTS:
+                _fp(tuple(_inexact(n.then)), pts, mask, kernel, acc)
+                continue
+            values = np.arange(vlo, vhi, n.step, dtype=np.int64)
             reps = values.size
             new = {k: (np.repeat(np.broadcast_to(v, mask.shape), reps)
                        if isinstance(v, np.ndarray) else v) for k, v in pts.items()}

@@ -80,3 +80,23 @@ def test_nesting_just_under_the_limit_works_everywhere(cli, tsk):
     verdict = cli("verify", path)  # only thread 0 passes 98 guards: x[1..] unwritten
     assert verdict.code == 1 and "TS212" in verdict.out
     assert cli("run", path, "--size", "N=32").code == 0
+
+
+# ---- huge loops ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("trips", [2**31, 2**32, 2**64])
+def test_verify_huge_loop_within_memory(tsk, trips):
+    """The event model's footprint built one array entry per iteration before checking its
+    size (16.9 GB for 2^31 trips, MemoryError for 2^32) and could not hold 2^64 in int64
+    (OverflowError). It now counts first and over-approximates a loop that is too big."""
+    path = tsk(kernel(f"""
+shared s: f32[32]
+for i in 0 .. {trips} {{
+  s[thread] = 1.0
+}}
+sync
+x[thread] = s[thread]""", where="N == 32"))
+    r = limited_cli("verify", path, mem_mb=3072)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "0 failing" in r.stdout
