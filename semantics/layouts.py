@@ -387,7 +387,7 @@ def _realize(term: LayoutTerm, shape: tuple[int, ...], eb: int) -> _Impl:
         return _cute_impl(shape, lay)
     if h == "swizzle":
         _arity(term, 4)
-        sw = Swizzle(*(_want_int(x, "swizzle parameter") for x in a[:3]))
+        sw = Swizzle(*_swizzle_params(a[:3]))
         return _swizzled(shape, _realize(_want_term(a[3], "swizzle inner"), shape, eb), sw)
     if h in _TMA_SWIZZLE:
         _arity(term, 1)
@@ -437,6 +437,25 @@ def _realize(term: LayoutTerm, shape: tuple[int, ...], eb: int) -> _Impl:
         order = tuple(_want_ints(p, "lego order entry", 2) for p in _tuple(a[1], "lego order"))
         return _LegoImpl(shape, LegoLayout(shape, GroupBy(factors), OrderBy(order)))
     raise LayoutError(f"unknown layout {h!r}; known: {', '.join(HEADS)}")
+
+
+# Shared memory holds at most 227 KiB, so an element offset has fewer than 18 bits; a
+# swizzle reading or writing a bit above that is meaningless, and deciding one with
+# parameters like 2^31 made ISL work on 2^(2^31)-sized constants (seconds to forever).
+MAX_SWIZZLE_BIT = 18
+
+
+def _swizzle_params(args: tuple) -> tuple[int, int, int]:
+    """B, M, S of `swizzle(B, M, S, L)`, range-checked before anything is built."""
+    b, m, s = (_want_int(x, "swizzle parameter") for x in args)
+    if b < 0 or m < 0:
+        raise LayoutError(f"swizzle({b}, {m}, {s}): B and M must be >= 0")
+    if m + abs(s) + b > MAX_SWIZZLE_BIT:
+        raise LayoutError(f"swizzle({b}, {m}, {s}) reads or writes offset bit "
+                          f"{m + abs(s) + b - 1}, but shared-memory element offsets have "
+                          f"{MAX_SWIZZLE_BIT} bits (M + |S| + B must be at most "
+                          f"{MAX_SWIZZLE_BIT})")
+    return b, m, s
 
 
 def _swizzled(shape: tuple[int, ...], inner: _Impl, sw: Swizzle, note: str = "") -> _Impl:

@@ -100,3 +100,22 @@ x[thread] = s[thread]""", where="N == 32"))
     r = limited_cli("verify", path, mem_mb=3072)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "0 failing" in r.stdout
+
+
+# ---- layouts -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("params", ["5, 2147483648, 5", "5, 256, 5", "3, 13, 3", "1, 0, -18"])
+def test_swizzle_beyond_shared_memory_bits_is_ts030(cli, tsk, params):
+    """swizzle(5, 2^31, 5) linted clean and then made ISL build 2^(2^31)-sized constants
+    (exit 3); swizzle(5, 256, 5) took 11 s. Offsets have 18 bits: M + |S| + B <= 18."""
+    r = cli("lint", tsk(kernel(f"shared s: f16[64, 64] layout swizzle({params}, row_major)\n"
+                               "s[thread, 0] = 1.0\nx[thread] = 1.0", where="N == 32")))
+    assert r.code == 2
+    assert "TS030" in r.out and "M + |S| + B must be at most 18" in r.out
+
+
+def test_swizzle_at_the_bit_limit_is_accepted(cli, tsk):
+    r = cli("lint", tsk(kernel("shared s: f16[64, 64] layout swizzle(3, 12, 3, row_major)\n"
+                               "s[thread, 0] = 1.0\nx[thread] = 1.0", where="N == 32")))
+    assert r.code == 0, r.out
