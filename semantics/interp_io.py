@@ -11,6 +11,7 @@ scheduler, and they only read the IR's size expressions.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -65,6 +66,34 @@ def check_where(kernel: ir.Kernel, sizes: Mapping[str, int]) -> tuple[int, ...]:
     return grid
 
 
+# The most tensor memory (all parameters together) a reference run allocates. The
+# interpreter steps every thread in Python, so a run this large already takes minutes;
+# past it `where` may allow the sizes but the machine would not (MemoryError, exit 3).
+MAX_RUN_BYTES = 1 << 28
+
+
+def check_memory(kernel: ir.Kernel, shapes: Mapping[str, tuple[int, ...]]) -> None:
+    """Refuse (TS200) sizes whose tensors need more than MAX_RUN_BYTES, before allocating."""
+    need = sum(math.prod(shapes[t.name]) * t.dtype.nbytes for t in kernel.params)
+    if need > MAX_RUN_BYTES:
+        largest = max(kernel.params, key=lambda t: math.prod(shapes[t.name]) * t.dtype.nbytes)
+        raise InterpError(WHERE, f"at these sizes the tensors need {_bytes(need)} "
+                          f"('{largest.name}' is {_describe(largest, shapes)}); the reference "
+                          f"interpreter runs at most {_bytes(MAX_RUN_BYTES)}: choose smaller "
+                          "sizes", kernel.span, {"bytes": need, "limit": MAX_RUN_BYTES})
+
+
+def _describe(t: ir.GlobalTensor, shapes: Mapping[str, tuple[int, ...]]) -> str:
+    return f"{t.dtype.value}{list(shapes[t.name])}"
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} bytes"
+
+
 def tensor_shapes(kernel: ir.Kernel, sizes: Mapping[str, int]) -> dict[str, tuple[int, ...]]:
     out = {}
     for t in kernel.params:
@@ -90,6 +119,7 @@ def random_inputs(
     """
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     shapes = tensor_shapes(kernel, sizes)
+    check_memory(kernel, shapes)
     out: dict[str, np.ndarray] = {}
     for t in kernel.params:
         shape = shapes[t.name]

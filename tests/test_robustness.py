@@ -119,3 +119,26 @@ def test_swizzle_at_the_bit_limit_is_accepted(cli, tsk):
     r = cli("lint", tsk(kernel("shared s: f16[64, 64] layout swizzle(3, 12, 3, row_major)\n"
                                "s[thread, 0] = 1.0\nx[thread] = 1.0", where="N == 32")))
     assert r.code == 0, r.out
+
+
+def test_run_sizes_too_big_for_memory_is_a_usage_error(tsk):
+    """`where` allows N = 2^30, but 12 GiB of tensors made numpy raise (exit 3)."""
+    path = ROOT / "corpus" / "good" / "elementwise.tsk"
+    r = limited_cli("run", path, "--size", "N=1000000000", mem_mb=2048)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "TS200 at these sizes the tensors need 11.2 GiB ('x' is f32[1000000000])" in r.stdout
+    assert "at most 256.0 MiB" in r.stdout
+
+
+def test_run_grid_beyond_the_hardware_is_ts214(cli, tsk):
+    r = cli("run", tsk(kernel("if thread == 0 && block.y == 0 {\n  x[block.x] = 1.0\n}",
+                              launch="grid (N, 70000) block 32")), "--size", "N=4")
+    assert r.code == 1, r.err
+    assert "TS214 grid dimension y evaluates to 70000, more than the hardware's 65535" in r.out
+
+
+def test_verify_grid_beyond_the_hardware_is_ts214(cli, tsk):
+    r = cli("verify", tsk(kernel("if thread == 0 {\n  x[block.x] = 1.0\n}",
+                                 where="N > 0", launch="grid N block 32")))
+    assert r.code == 1
+    assert "TS214 error: at N=2147483648 the grid extent is 2147483648" in r.out
