@@ -16,6 +16,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tilesafe.frontend.parser import _LineIndex, parse
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -142,3 +146,25 @@ def test_verify_grid_beyond_the_hardware_is_ts214(cli, tsk):
                                  where="N > 0", launch="grid N block 32")))
     assert r.code == 1
     assert "TS214 error: at N=2147483648 the grid extent is 2147483648" in r.out
+
+
+# ---- comments --------------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="ab\n/*", max_size=60), st.data())
+def test_line_index_agrees_with_counting_newlines(text, data):
+    """Comment spans come from a line index (linear), not from counting newlines per
+    comment (quadratic: 1 MB of comments took 7.8 s to lint; bench/bench_frontend.py)."""
+    offset = data.draw(st.integers(0, len(text)))
+    line = text.count("\n", 0, offset) + 1
+    col = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    assert _LineIndex(text).position(offset) == (line, col)
+
+
+def test_many_comments_keep_their_positions():
+    body = "".join(f"// comment {i}\n" for i in range(2000))
+    module = parse(kernel("x[thread] = 1.0", where="N == 32") + body, "c.tsk")
+    assert len(module.comments) == 2000
+    last = module.comments[-1]  # after the kernel's 6 lines
+    assert (last.span.line, last.span.col, last.text) == (2006, 1, "// comment 1999")
