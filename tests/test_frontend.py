@@ -114,12 +114,25 @@ def test_body_diagnostic(body: str, code: str, line: int, col: int):
 
 
 def test_every_frontend_code_is_exercised():
-    codes = {c[2] for c in BODY_CASES} | {"TS001", "TS002", "TS003", "TS025", "TS030"}
+    codes = {c[2] for c in BODY_CASES} | {"TS001", "TS002", "TS003", "TS005", "TS025",
+                                          "TS030"}
     from tilesafe.frontend import diagnostics as dg
 
     frontend_codes = {v for k, v in vars(dg).items() if k.isupper() and isinstance(v, str)
                       and v.startswith("TS0")}
     assert frontend_codes - {"TS004"} <= codes
+
+
+def test_nesting_past_the_limit_is_ts005():
+    """Exactly at 100 levels is fine; one more is TS005 at the first place past it."""
+    from tilesafe.frontend.parser import MAX_NESTING
+
+    # the kernel body (1) + the store's index (1) + a chain of n operands (n - 1)
+    at_limit = " + ".join(["thread"] * (MAX_NESTING - 1))
+    assert diagnostics(kernel(f"v[{at_limit}] = 1")) == []
+    d = only(kernel(f"v[{at_limit} + thread] = 1"))
+    assert d.code == "TS005" and (d.span.line, d.span.col) == (BODY_LINE, 3 + 2)
+    assert "more than 100 levels" in d.message and "let" in d.hint
 
 
 def test_did_you_mean_hints():
