@@ -66,20 +66,60 @@ class DiagnosticError(Exception):
         self.diagnostics = tuple(diagnostics)
 
 
+BOM = "\ufeff"  # a UTF-8 byte-order mark: the parser reads it as a space (same columns)
+MAX_EXCERPT = 200  # display columns of source shown in an excerpt
+_CONTEXT = 60  # columns kept left of the caret when a long line is cut
+
+
+def _display(line: str) -> tuple[str, list[int]]:
+    """The line as printed, and for each character (plus one past the end) the display
+    column it starts at. Tabs go to the next multiple of 4; a character that is not
+    printable (control characters, bidirectional overrides, a stray BOM) is shown escaped,
+    `\\x1b`, `\\u202e`, so an excerpt can never drive the terminal or hide text."""
+    out: list[str] = []
+    cols: list[int] = []
+    width = 0
+    for ch in line:
+        cols.append(width)
+        if ch == "\t":
+            piece = " " * (4 - width % 4)
+        elif ch.isprintable():
+            piece = ch
+        else:
+            piece = ch.encode("unicode_escape").decode("ascii")
+        out.append(piece)
+        width += len(piece)
+    cols.append(width)
+    return "".join(out), cols
+
+
 def caret_excerpt(diag: Diagnostic, source: str | None) -> str:
-    """The source line with a caret run under the span (first line of it only)."""
+    """The source line with a caret run under the span (first line of it only). Lines are
+    counted by newlines, as the parser counts them; a line longer than MAX_EXCERPT columns
+    is cut to a window around the caret, marked with `...` on the cut sides."""
     if source is None or diag.span.line <= 0:
         return ""
-    lines = source.splitlines()
+    if source.startswith(BOM):
+        source = " " + source[1:]
+    lines = source.split("\n")
     if diag.span.line > len(lines):
         return ""
-    text = lines[diag.span.line - 1].expandtabs(4)
-    start = max(diag.span.col - 1, 0)
+    raw = lines[diag.span.line - 1].removesuffix("\r")
+    text, cols = _display(raw)
+    start_char = min(max(diag.span.col - 1, 0), len(raw))
     if diag.span.end_line == diag.span.line and diag.span.end_col > diag.span.col:
-        width = diag.span.end_col - diag.span.col
+        end_char = min(diag.span.end_col - 1, len(raw))
     else:
-        width = 1
+        end_char = start_char + 1
+    start = cols[start_char]
+    width = max(1, (cols[end_char] if end_char <= len(raw) else len(text)) - start)
     width = max(1, min(width, max(len(text) - start, 1)))
+    if len(text) > MAX_EXCERPT:
+        lo = max(0, min(start - _CONTEXT, len(text) - MAX_EXCERPT))
+        hi = lo + MAX_EXCERPT
+        text = ("..." if lo else "") + text[lo:hi] + ("..." if hi < len(text) else "")
+        start = start - lo + (3 if lo else 0)
+        width = max(1, min(width, MAX_EXCERPT - (start - (3 if lo else 0))))
     gutter = f"{diag.span.line:>4} | "
     return f"{gutter}{text}\n{' ' * len(gutter)}{' ' * start}{'^' * width}"
 

@@ -31,6 +31,10 @@ _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 # keeps the deepest walk (the formatter's, the interpreter's closures) far below Python's
 # recursion limit, which an `if` nested about 250 deep used to exhaust (exit 3).
 MAX_NESTING = 100
+# Integer literals fit a signed 64-bit register: nothing a GPU kernel indexes or counts is
+# larger, and Python refuses to convert literals past 4300 digits at all (exit 3 before).
+# Arithmetic on them stays exact (constant folding may go past 2^63).
+MAX_LITERAL = 2**63 - 1
 _CHAINS = frozenset({"or_expr", "and_expr", "cmp_expr", "sum_expr", "product"})
 _EXPRS = _CHAINS | {"not_op", "neg", "int_lit", "float_lit", "name_ref", "index_expr", "call",
                     "block_idx"}
@@ -38,6 +42,8 @@ _EXPRS = _CHAINS | {"not_op", "neg", "int_lit", "float_lit", "name_ref", "index_
 
 def parse(text: str, path: str = "<input>") -> ast.Module:
     """Parse a whole .tsk file. Raises DiagnosticError on the first syntax error."""
+    if text.startswith(dg.BOM):  # a space, so every column stays what an editor shows
+        text = " " + text[1:]
     try:
         tree = _parser().parse(text)
     except lark.exceptions.UnexpectedInput as err:
@@ -55,7 +61,12 @@ def parse(text: str, path: str = "<input>") -> ast.Module:
             dg.TOO_DEEP, f"blocks and expressions nest more than {MAX_NESTING} levels deep "
             "here", span, hint="split the expression with `let`s, or flatten the nested "
             "blocks")]) from None
-    kernels = _ToAst(path).transform(tree)
+    try:
+        kernels = _ToAst(path).transform(tree)
+    except lark.exceptions.VisitError as err:  # a rule refused its text (TS026 literal)
+        if isinstance(err.orig_exc, DiagnosticError):
+            raise err.orig_exc from None
+        raise
     lines = _LineIndex(text)
     comments = tuple(
         ast.Comment(lines.span(path, m.start(), m.end()), m.group(0))
@@ -228,6 +239,16 @@ class _ToAst(Transformer):
     def _s(self, meta: object) -> Span:
         return _span(self.path, meta)
 
+    def _int(self, tok: Token) -> int:
+        """An integer literal, at most MAX_LITERAL in magnitude (TS026 otherwise)."""
+        digits = str(tok).lstrip("-")
+        if len(digits) <= 19 and int(digits) <= MAX_LITERAL:
+            return int(tok)
+        shown = digits if len(digits) <= 24 else f"{digits[:10]}...({len(digits)} digits)"
+        raise DiagnosticError([Diagnostic(
+            dg.BAD_VALUE, f"integer literal {shown} is out of range: literals are below "
+            "2^63", _tok_span(self.path, tok))])
+
     # kernels
     def start(self, meta, items):
         return items
@@ -294,7 +315,7 @@ class _ToAst(Transformer):
         shape = tuple(i for i in rest if isinstance(i, ast.Expr))
         layout = next((i for i in rest if isinstance(i, (ast.CuteLayout, ast.LayoutApp))), None)
         align_tok = next((i for i in rest if isinstance(i, Token) and i.type == "INT"), None)
-        align = int(align_tok) if align_tok is not None else None
+        align = self._int(align_tok) if align_tok is not None else None
         return ast.SharedDecl(self._s(meta), str(name), str(dtype), shape, layout, align)
 
     def mbarrier_decl(self, meta, items):
@@ -317,7 +338,7 @@ class _ToAst(Transformer):
         return ast.LayoutApp(self._s(meta), head, args)
 
     def tup_int(self, meta, items):
-        return int(items[0])
+        return self._int(items[0])
 
     def tup_nest(self, meta, items):
         return tuple(items)
@@ -413,7 +434,7 @@ class _ToAst(Transformer):
 
     def wait_group_stmt(self, meta, items):
         read = len(items) > 1 and items[1] is not None
-        return ast.WaitGroup(self._s(meta), int(items[0]), read)
+        return ast.WaitGroup(self._s(meta), self._int(items[0]), read)
 
     # expressions
     def _chain(self, meta, items):
@@ -445,7 +466,7 @@ class _ToAst(Transformer):
         return ast.Unary(self._s(meta), "-", items[0])
 
     def int_lit(self, meta, items):
-        return ast.IntLit(self._s(meta), int(items[0]))
+        return ast.IntLit(self._s(meta), self._int(items[0]))
 
     def float_lit(self, meta, items):
         return ast.FloatLit(self._s(meta), str(items[0]))

@@ -19,7 +19,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tilesafe.frontend.diagnostics import Diagnostic, caret_excerpt
 from tilesafe.frontend.parser import _LineIndex, parse
+from tilesafe.frontend.span import Span
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -89,11 +91,12 @@ def test_nesting_just_under_the_limit_works_everywhere(cli, tsk):
 # ---- huge loops ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("trips", [2**31, 2**32, 2**64])
+@pytest.mark.parametrize("trips", ["2147483648", "4294967296", "4294967296 * 4294967296"])
 def test_verify_huge_loop_within_memory(tsk, trips):
     """The event model's footprint built one array entry per iteration before checking its
     size (16.9 GB for 2^31 trips, MemoryError for 2^32) and could not hold 2^64 in int64
-    (OverflowError). It now counts first and over-approximates a loop that is too big."""
+    (OverflowError). It now counts first and over-approximates a loop that is too big.
+    (A literal 2^64 is TS026 now; folding two literals still reaches it.)"""
     path = tsk(kernel(f"""
 shared s: f32[32]
 for i in 0 .. {trips} {{
@@ -168,3 +171,77 @@ def test_many_comments_keep_their_positions():
     assert len(module.comments) == 2000
     last = module.comments[-1]  # after the kernel's 6 lines
     assert (last.span.line, last.span.col, last.text) == (2006, 1, "// comment 1999")
+
+
+@pytest.mark.parametrize("literal", ["9" * 5000, str(2**63), str(2**64)])
+def test_integer_literal_past_64_bits_is_ts026(cli, tsk, literal):
+    """A 5000-digit literal hit Python's int-conversion limit inside the parser (exit 3)."""
+    r = cli("lint", tsk(kernel(f"for i in 0 .. {literal} {{\n  x[thread] = 1.0\n}}",
+                               where="N == 32")))
+    assert r.code == 2
+    assert "TS026 integer literal" in r.out and "literals are below 2^63" in r.out
+
+
+def test_largest_integer_literal_is_accepted(cli, tsk):
+    r = cli("lint", tsk(kernel(f"if thread < {2**63 - 1} {{\n  x[thread] = 1.0\n}}",
+                               where="N == 32")))
+    assert r.code == 0, r.out
+
+
+# ---- text: byte-order marks, long lines, control characters ----------------------------------
+
+
+def test_utf8_bom_is_accepted_and_columns_are_unchanged(cli, tsk):
+    bom = "\ufeff"
+    assert cli("lint", tsk(bom + kernel("x[thread] = 1.0", where="N == 32"))).code == 0
+    bad = tsk(bom + "kernel k(x: out global f32[N]) grid 1 block 32 { $ }\n", "bad.tsk")
+    r = cli("lint", bad)
+    assert r.code == 2 and "bad.tsk:1:51: TS002 unexpected character '$'" in r.out
+    excerpt, caret = r.out.splitlines()[1:3]
+    assert "\\ufeff" not in excerpt  # shown as the space the parser read
+    assert excerpt.index("$") == caret.index("^")
+
+
+def test_fmt_drops_the_bom_and_round_trips(cli, tsk):
+    path = tsk("\ufeff" + kernel("x[thread] = 1.0", where="N == 32"))
+    assert cli("fmt", path).code == 0
+    text = path.read_text(encoding="utf-8")
+    assert not text.startswith("\ufeff")
+    assert cli("fmt", "--check", path).code == 0
+
+
+def _diag(line: int, col: int, end_col: int) -> Diagnostic:
+    return Diagnostic("TS002", "x", Span("t.tsk", line, col, line, end_col))
+
+
+def test_long_line_excerpt_is_cut_around_the_caret():
+    line = "a" * 1000 + "$" + "b" * 1000
+    excerpt, caret = caret_excerpt(_diag(1, 1001, 1002), line).splitlines()
+    assert len(excerpt) < 220 and excerpt.count("...") == 2
+    assert excerpt[caret.index("^")] == "$" and caret.count("^") == 1
+    start = caret_excerpt(_diag(1, 1, 2), line).splitlines()
+    assert start[0].endswith("...") and not start[0][7:].startswith("...")
+    assert start[1].index("^") == len("   1 | ")
+
+
+def test_long_span_caret_stays_inside_the_window():
+    line = "x" * 5000
+    excerpt, caret = caret_excerpt(_diag(1, 10, 4000), line).splitlines()
+    assert caret.index("^") == len("   1 | ") + 9
+    assert len(caret) <= len(excerpt)
+
+
+def test_control_characters_are_escaped_in_excerpts():
+    line = "a\x1b[31mb\u202ec\x00 $"
+    excerpt, caret = caret_excerpt(_diag(1, line.index("$") + 1, line.index("$") + 2),
+                                   line).splitlines()
+    assert "\x1b" not in excerpt and "\u202e" not in excerpt and "\x00" not in excerpt
+    assert "\\x1b[31mb\\u202ec\\x00" in excerpt
+    assert excerpt[caret.index("^")] == "$"
+
+
+def test_lines_are_counted_like_the_parser_counts_them():
+    """str.splitlines() also breaks at \\x0c, \\x1c, \\u2028 ...; lark counts only \\n."""
+    source = "a\x0cb\u2028c\nsecond $"
+    excerpt, caret = caret_excerpt(_diag(2, 8, 9), source).splitlines()
+    assert excerpt.endswith("second $") and excerpt[caret.index("^")] == "$"
