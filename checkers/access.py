@@ -47,6 +47,7 @@ import islpy as isl
 from tilesafe.checkers.obligation import Obligation, Severity, Verdict
 from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend import ir
+from tilesafe.frontend.limits import GRID_LIMITS
 from tilesafe.frontend.span import Span
 from tilesafe.semantics.access import (
     AccessRelation,
@@ -58,7 +59,6 @@ from tilesafe.semantics.access import (
     where_params,
 )
 from tilesafe.semantics.affine import CondSets, NotAffine, constant, eval_sizes, term
-from tilesafe.semantics.launch import GRID_LIMITS
 
 CHECKER = "access"
 METHOD = "isl"

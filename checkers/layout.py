@@ -14,14 +14,13 @@ import numpy as np
 from tilesafe.checkers.obligation import Obligation, Verdict
 from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend import ir
+from tilesafe.frontend.limits import MAX_SHARED_BYTES
 from tilesafe.semantics import layout_isl as LI
 from tilesafe.semantics import layouts
 from tilesafe.semantics.smem import plan_shared, realize_offsets
 
 CHECKER = "layout"
-# Largest dynamic shared memory one Hopper block may opt into (227 KiB): CUDA C++
-# Programming Guide, compute capability 9.0 technical specifications.
-MAX_SMEM_PER_BLOCK = 232_448
+MAX_SMEM_PER_BLOCK = MAX_SHARED_BYTES  # 227 KiB, frontend/limits.py
 OPS_PER_MS = 1000
 # Wide XOR swizzles make ISL's bit decomposition slow (a 5-bit swizzle took 22 s); buffers
 # are finite, so past this budget the checker enumerates every coordinate instead, which

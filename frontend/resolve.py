@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from tilesafe.frontend import ast, ir, walk
 from tilesafe.frontend import diagnostics as dg
 from tilesafe.frontend.diagnostics import Diagnostic, DiagnosticError
+from tilesafe.frontend.limits import MAX_BLOCK, MAX_SHARED_BYTES, MBARRIER_BYTES
 from tilesafe.frontend.span import Span
 
 INT, FLOAT, BOOL = ir.ScalarType.INT, ir.ScalarType.FLOAT, ir.ScalarType.BOOL
@@ -24,7 +25,6 @@ _BLOCK_AXES = {"x": ir.BuiltinKind.BLOCK_X, "y": ir.BuiltinKind.BLOCK_Y,
                "z": ir.BuiltinKind.BLOCK_Z}
 _FUNCS = {"min": 2, "max": 2, "abs": 1, "f32": 1, "i32": 1, "bytes": 1}
 _DECLS = (ast.ConstDecl, ast.TensormapDecl, ast.SharedDecl, ast.MbarrierDecl)
-MAX_BLOCK = 1024
 
 
 def resolve(module: ast.Module) -> ir.Program:
@@ -156,6 +156,7 @@ class _KernelResolver:
                 self.shared_decl(stmt)
             elif isinstance(stmt, ast.MbarrierDecl):
                 self.mbarrier_decl(stmt)
+        self.check_shared_total(k)
         with self.scope():
             body = self.stmts(tuple(s for s in top if not isinstance(s, _DECLS)))
         if self.diags:
@@ -206,6 +207,28 @@ class _KernelResolver:
         return value
 
     # ---- declarations ----------------------------------------------------------------------
+
+    def check_shared_total(self, k: ast.Kernel) -> None:
+        """The buffers and mbarriers must fit a block's shared memory even before layouts,
+        alignment and padding are counted (the layout checker proves the placed total,
+        TS103). Past the hardware's 227 KiB every later stage would still enumerate the
+        elements: a buffer of 2^31 rows made verify and run die of MemoryError."""
+        need = sum(b.nbytes for b in self.buffers.values())
+        need += sum(b.instances for b in self.barriers.values()) * MBARRIER_BYTES
+        if need > MAX_SHARED_BYTES:
+            decls = [d for d in k.body.stmts if isinstance(d, (ast.SharedDecl,
+                                                                ast.MbarrierDecl))]
+            biggest = max(decls, key=lambda d: self.decl_bytes(d), default=None)
+            span = biggest.span if biggest is not None else k.span
+            self.error(dg.BAD_VALUE, f"shared buffers and mbarriers need {need} bytes; a "
+                       f"block's shared memory holds at most {MAX_SHARED_BYTES}", span)
+
+    def decl_bytes(self, d: ast.SharedDecl | ast.MbarrierDecl) -> int:
+        if isinstance(d, ast.SharedDecl):
+            buf = self.buffers.get(d.name)
+            return buf.nbytes if buf is not None and buf.span == d.span else 0
+        bar = self.barriers.get(d.name)
+        return bar.instances * MBARRIER_BYTES if bar is not None and bar.span == d.span else 0
 
     def tensormap_decl(self, d: ast.TensormapDecl) -> None:
         if not self.declare_check(d.name, d.span):

@@ -5,7 +5,9 @@ Why separate: the shared-memory model, the interpreter and its callers (CLI, che
 replay counterexample schedules) all need it without importing each other.
 
 Codes the interpreter raises:
-  TS200  sizes missing / violating the `where` clause / a non-positive grid or shape
+  TS200  sizes missing / violating the `where` clause / a non-positive grid or shape /
+         tensors or a launch too big for the interpreter (MAX_RUN_BYTES, MAX_RUN_THREADS)
+  TS103  the shared buffers, as their layouts place them, exceed a block's shared memory
   TS201  global out-of-bounds access          TS202  shared out-of-bounds access
   TS203  integer division by zero at run time (only possible with `var` operands)
   TS214  a grid dimension beyond the hardware's maximum (the driver refuses the launch)
@@ -34,6 +36,7 @@ GLOBAL_OOB = "TS201"
 SHARED_OOB = "TS202"
 DIV_ZERO = "TS203"
 GRID_TOO_LARGE = "TS214"
+SMEM_CAPACITY = "TS103"
 PROXY_FENCE = "TS301"
 UNINIT = "TS401"
 REINIT = "TS402"

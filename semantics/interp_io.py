@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 
 from tilesafe.frontend import ir
+from tilesafe.frontend.limits import MAX_SHARED_BYTES, grid_problem
 from tilesafe.frontend.walk import tensor_usage as tensor_usage  # re-exported
 from tilesafe.semantics import evaluate, fp
-from tilesafe.semantics.interp_error import GRID_TOO_LARGE, WHERE, InterpError
-from tilesafe.semantics.launch import grid_problem
-from tilesafe.semantics.smem import NUMPY_DTYPE
+from tilesafe.semantics.interp_error import GRID_TOO_LARGE, SMEM_CAPACITY, WHERE, InterpError
+from tilesafe.semantics.smem import NUMPY_DTYPE, plan_shared
 
 I32_SENTINEL = -559038737  # 0xDEADBEEF as i32: "never written"
 U8_SENTINEL = 0xA5
@@ -66,14 +66,19 @@ def check_where(kernel: ir.Kernel, sizes: Mapping[str, int]) -> tuple[int, ...]:
     return grid
 
 
-# The most tensor memory (all parameters together) a reference run allocates. The
-# interpreter steps every thread in Python, so a run this large already takes minutes;
-# past it `where` may allow the sizes but the machine would not (MemoryError, exit 3).
+# The most tensor memory (all parameters together) a reference run allocates, and the most
+# threads it steps. The interpreter steps every thread in Python, so a run this large
+# already takes minutes; past it `where` may allow the sizes but the machine would not
+# (MemoryError, exit 3) or the run would not end in hours.
 MAX_RUN_BYTES = 1 << 28
+MAX_RUN_THREADS = 1 << 22
 
 
-def check_memory(kernel: ir.Kernel, shapes: Mapping[str, tuple[int, ...]]) -> None:
-    """Refuse (TS200) sizes whose tensors need more than MAX_RUN_BYTES, before allocating."""
+def check_memory(kernel: ir.Kernel, shapes: Mapping[str, tuple[int, ...]],
+                 grid: tuple[int, ...] | None = None) -> None:
+    """Refuse, before allocating anything: tensors of more than MAX_RUN_BYTES or a launch
+    of more than MAX_RUN_THREADS threads (TS200: choose smaller sizes), and shared buffers
+    whose layouts spread past a block's shared memory (TS103, as verify reports it)."""
     need = sum(math.prod(shapes[t.name]) * t.dtype.nbytes for t in kernel.params)
     if need > MAX_RUN_BYTES:
         largest = max(kernel.params, key=lambda t: math.prod(shapes[t.name]) * t.dtype.nbytes)
@@ -81,6 +86,20 @@ def check_memory(kernel: ir.Kernel, shapes: Mapping[str, tuple[int, ...]]) -> No
                           f"('{largest.name}' is {_describe(largest, shapes)}); the reference "
                           f"interpreter runs at most {_bytes(MAX_RUN_BYTES)}: choose smaller "
                           "sizes", kernel.span, {"bytes": need, "limit": MAX_RUN_BYTES})
+    threads = math.prod(grid or ()) * kernel.block
+    if threads > MAX_RUN_THREADS:
+        raise InterpError(WHERE, f"at these sizes the launch has {threads} threads "
+                          f"(grid {list(grid or ())} x {kernel.block}); the reference "
+                          f"interpreter runs at most {MAX_RUN_THREADS}: choose smaller sizes",
+                          kernel.span, {"threads": threads, "limit": MAX_RUN_THREADS})
+    if kernel.shared:
+        plan = plan_shared(kernel.shared)
+        used = max(p.base + p.nbytes for p in plan.placements.values()) - min(
+            p.base for p in plan.placements.values())
+        if used > MAX_SHARED_BYTES:
+            raise InterpError(SMEM_CAPACITY, f"the buffers need {used} bytes of shared memory; "
+                              f"a Hopper block may use at most {MAX_SHARED_BYTES}",
+                              kernel.span, {"bytes": used})
 
 
 def _describe(t: ir.GlobalTensor, shapes: Mapping[str, tuple[int, ...]]) -> str:
@@ -119,7 +138,7 @@ def random_inputs(
     """
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     shapes = tensor_shapes(kernel, sizes)
-    check_memory(kernel, shapes)
+    check_memory(kernel, shapes, check_where(kernel, sizes))
     out: dict[str, np.ndarray] = {}
     for t in kernel.params:
         shape = shapes[t.name]

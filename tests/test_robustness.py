@@ -245,3 +245,46 @@ def test_lines_are_counted_like_the_parser_counts_them():
     source = "a\x0cb\u2028c\nsecond $"
     excerpt, caret = caret_excerpt(_diag(2, 8, 9), source).splitlines()
     assert excerpt.endswith("second $") and excerpt[caret.index("^")] == "$"
+
+
+# ---- shared memory and launch size ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("decl", ["shared part: f32[2147483648, 32]",
+                                  "mbarrier bars[4294967296] count 1",
+                                  "shared a: f32[128, 256]\nshared b: f32[128, 256]"])
+def test_shared_memory_past_the_hardware_is_ts026(cli, tsk, decl):
+    """Found by the CLI fuzzer: a 2^31-row buffer (or a 2^32-element barrier array) linted
+    clean, then verify and run enumerated its elements until MemoryError (exit 3)."""
+    path = tsk(kernel(decl + "\nx[thread] = 1.0", where="N == 32"))
+    for command in (["lint"], ["verify"], ["run", "--size", "N=32"]):
+        r = cli(*command, path)
+        assert r.code == 2, (command, r.err)
+        assert "TS026 shared buffers and mbarriers need" in r.out
+        assert "holds at most 232448" in r.out
+
+
+def test_shared_memory_at_the_hardware_limit_is_accepted(cli, tsk):
+    # 232448 bytes: 56 KiB + 8 bytes short of the limit in f32, plus one mbarrier
+    decl = "shared a: f32[58110]\nmbarrier b count 1"
+    assert cli("lint", tsk(kernel(decl + "\nx[thread] = 1.0", where="N == 32"))).code == 0
+
+
+def test_run_layout_spread_past_shared_memory_is_ts103(cli, tsk):
+    """A CuTe layout with huge strides places 32 elements 10^15 bytes apart: verify refutes
+    it (TS103) and run allocated 113 TiB (exit 3); run now says what verify says."""
+    path = tsk(kernel("shared s: f32[1, 32] layout (1,32):(1000000000000000,1000000000000)\n"
+                      "s[0, thread] = 1.0\nx[thread] = s[0, thread]", where="N == 32"))
+    r = cli("run", path, "--size", "N=32")
+    assert r.code == 1, r.err
+    assert "TS103 the buffers need 124000000000004 bytes of shared memory" in r.out
+
+
+def test_run_launch_with_too_many_threads_is_a_usage_error(cli, tsk):
+    """Found by the CLI fuzzer: a grid of 2^28 blocks that the hardware allows would keep
+    the interpreter busy for days."""
+    path = tsk(kernel("if block.x == 0 {\n  x[thread] = 1.0\n}", where="N == 32",
+                      launch="grid ((N + 2147483648) / 8) block 32"))
+    r = cli("run", path, "--size", "N=32")
+    assert r.code == 2, r.err
+    assert "TS200 at these sizes the launch has 8589934720 threads" in r.out

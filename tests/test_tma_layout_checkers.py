@@ -138,7 +138,9 @@ def test_layout_verdicts_agree_with_enumeration(a, b, s0, s1):
 
 
 def test_shared_memory_capacity_is_checked():
-    big = LAYOUT_KERNEL.format(a=256, b=256, s0=256, s1=1)  # 256 KiB of f32
+    # 128 KiB of f32 (the frontend refuses more than 227 KiB of elements outright, TS026),
+    # spread by the layout's row stride of 512 over 256 KiB of shared memory
+    big = LAYOUT_KERNEL.format(a=128, b=256, s0=512, s1=1)
     obs = layout.check(compile_source(big, "big.tsk").kernels[0], CheckOptions())
     cap = [o for o in obs if "shared memory" in o.name][0]
     assert cap.verdict is Verdict.REFUTED and cap.code == "TS103"
