@@ -459,19 +459,29 @@ def _sample(kernel: ir.Kernel, violations: isl.Set) -> tuple[dict[str, int], lis
     return _smallest(violations if preferred.is_empty() else preferred)
 
 
+# Bounds tried, smallest first, on every size when looking for a small counterexample.
+_SMALL_SIZES = (1, 2, 4, 8, 16, 64, 256, 1024, 4096, 65536, 2**20, 2**31)
+
+
 def _smallest(points: isl.Set) -> tuple[dict[str, int], list[int]]:
-    """(sizes, coordinates) of the lexicographically smallest point, sizes first: a
-    counterexample at M=9 is one a person can run and read, one at M=69440 is not (ISL's
-    sample_point picks any point). Falls back to any point if ISL's budget runs out."""
+    """(sizes, coordinates) of a point with small sizes: a counterexample at M=9 is one a
+    person can run and read, one at M=69440 is not (ISL's sample_point picks any point).
+    The sizes are boxed by growing bounds and a point sampled from the first non-empty box
+    (lexmin would give the smallest, but on sets with divisions it can run for minutes
+    without ISL's operation budget noticing)."""
     nparam = points.dim(isl.dim_type.param)
-    names = [points.get_dim_name(isl.dim_type.param, i) for i in range(nparam)]
-    try:
-        lifted = points.move_dims(isl.dim_type.set, 0, isl.dim_type.param, 0, nparam)
-        values = point_values(lifted.lexmin().sample_point())[1]
-    except isl.Error:
-        points.get_ctx().reset_operations()
-        return point_values(points.sample_point())
-    return dict(zip(names, values[:nparam], strict=True)), values[nparam:]
+    if nparam:
+        for bound in _SMALL_SIZES:
+            box = isl.Set.universe(points.get_space().params())
+            for i in range(nparam):
+                box = box.lower_bound_val(isl.dim_type.param, i,
+                                          isl.Val.int_from_si(points.get_ctx(), -bound))
+                box = box.upper_bound_val(isl.dim_type.param, i,
+                                          isl.Val.int_from_si(points.get_ctx(), bound))
+            small = points.intersect_params(box)
+            if not small.is_empty():
+                return point_values(small.sample_point())
+    return point_values(points.sample_point())
 
 
 def _instance(kernel: ir.Kernel, a: AccessRelation, params: Mapping[str, int],

@@ -288,3 +288,14 @@ def test_run_launch_with_too_many_threads_is_a_usage_error(cli, tsk):
     r = cli("run", path, "--size", "N=32")
     assert r.code == 2, r.err
     assert "TS200 at these sizes the launch has 8589934720 threads" in r.out
+
+
+def test_verify_with_a_far_counterexample_finishes(cli, tsk):
+    """Found by the CLI fuzzer: choosing the lexicographically smallest counterexample with
+    ISL's lexmin ran for minutes (unnoticed by its operation budget) on a ragged transpose
+    whose element is unwritten only past N = 65535; small sizes are now found by boxing."""
+    text = (ROOT / "corpus" / "good" / "transpose_ragged.tsk").read_text(encoding="utf-8")
+    text = text.replace("let c = thread / 32 + 8 * i", "let c = thread / 32 + 65535 * i")
+    r = limited_cli("verify", "--only", "access", tsk(text), timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "TS212 error: dst[" in r.stdout and "TS211 error: dst[" in r.stdout
