@@ -51,12 +51,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import islpy as isl
+import numpy as np
 
 from tilesafe.frontend.ir import LayoutTerm
 from tilesafe.semantics import layout_isl as LI
 from tilesafe.semantics.cute import ComposedLayout, Layout, Swizzle, parse_cute
 from tilesafe.semantics.inttuple import (
     IntTuple,
+    crd2idx,
     format_int_tuple,
     is_int,
     product,
@@ -76,7 +78,7 @@ class LayoutError(ValueError):
 class _Impl(Protocol):
     shape: tuple[int, ...]
 
-    def offset(self, coord: tuple[int, ...]) -> int: ...
+    def offset_of(self, coord: tuple) -> Any: ...
 
     def cosize(self) -> int: ...
 
@@ -104,11 +106,15 @@ class _CuteImpl:
     layout: Layout | ComposedLayout
     mode_wise: bool
 
-    def offset(self, coord: tuple[int, ...]) -> int:
+    def offset_of(self, coord: tuple) -> Any:
         if self.mode_wise:
-            return self.layout(coord if len(coord) > 1 else coord[0])
-        lin = sum(c * s for c, s in zip(coord, suffix_product(self.shape), strict=False))
-        return self.layout(lin)
+            crd: Any = coord if len(coord) > 1 else coord[0]
+        else:
+            crd = sum(c * s for c, s in zip(coord, suffix_product(self.shape), strict=False))
+        lay = self.layout
+        if isinstance(lay, ComposedLayout):
+            return lay.swizzle(lay.offset + crd2idx(crd, lay.layout.shape, lay.layout.stride))
+        return crd2idx(crd, lay.shape, lay.stride)
 
     def cosize(self) -> int:
         return self.layout.cosize()
@@ -130,8 +136,8 @@ class _SwizzleImpl:
     swizzle: Swizzle
     note: str = ""
 
-    def offset(self, coord: tuple[int, ...]) -> int:
-        return self.swizzle(self.inner.offset(coord))
+    def offset_of(self, coord: tuple) -> Any:
+        return self.swizzle(self.inner.offset_of(coord))
 
     def cosize(self) -> int:
         inner = self.inner.cosize()
@@ -157,8 +163,8 @@ class _RestrictImpl:
     inner: _Impl
     note: str
 
-    def offset(self, coord: tuple[int, ...]) -> int:
-        return self.inner.offset(coord)
+    def offset_of(self, coord: tuple) -> Any:
+        return self.inner.offset_of(coord)
 
     def cosize(self) -> int:
         return _cosize_by_isl(self.to_isl())
@@ -175,8 +181,8 @@ class _LinearImpl:
     shape: tuple[int, ...]
     ll: LinearLayout
 
-    def offset(self, coord: tuple[int, ...]) -> int:
-        return self.ll.apply(coord)[0]
+    def offset_of(self, coord: tuple) -> Any:
+        return self.ll.combine(coord)[0]
 
     def cosize(self) -> int:
         return self.ll.max_output() + 1
@@ -198,11 +204,11 @@ class _TiledImpl:
     def grid(self) -> tuple[int, ...]:
         return tuple(e // t for e, t in zip(self.shape, self.tile, strict=False))
 
-    def offset(self, coord: tuple[int, ...]) -> int:
+    def offset_of(self, coord: tuple) -> Any:
         q = tuple(c // t for c, t in zip(coord, self.tile, strict=False))
         r = tuple(c % t for c, t in zip(coord, self.tile, strict=False))
         lin = sum(a * s for a, s in zip(q, suffix_product(self.grid), strict=False))
-        return lin * self.inner.cosize() + self.inner.offset(r)
+        return lin * self.inner.cosize() + self.inner.offset_of(r)
 
     def cosize(self) -> int:
         return product(self.grid) * self.inner.cosize()
@@ -238,8 +244,8 @@ class _LegoImpl:
     shape: tuple[int, ...]
     lego: LegoLayout
 
-    def offset(self, coord: tuple[int, ...]) -> int:
-        return self.lego(coord)
+    def offset_of(self, coord: tuple) -> Any:
+        return self.lego.offset_of(coord)
 
     def cosize(self) -> int:
         return self.lego.cosize()
@@ -279,7 +285,14 @@ class RealLayout:
             not 0 <= x < e for x, e in zip(c, self.shape, strict=True)
         ):
             raise LayoutError(f"coordinate {c} outside shape {self.shape}")
-        return self.impl.offset(c)
+        return int(self.impl.offset_of(c))
+
+    def offset_of(self, coord: Sequence[Any]) -> Any:
+        """The offset function itself, without range checks: one definition, written with
+        operators only (+, *, //, %, ^, &, >>, <<), evaluated on ints, on numpy arrays of
+        coordinates (all offsets at once), or on symbolic terms (code generation). The
+        coordinates must lie in the shape."""
+        return self.impl.offset_of(tuple(coord))
 
     def byte_offset(self, coord: Sequence[int]) -> int:
         return self.offset(coord) * self.elem_bytes
@@ -482,5 +495,9 @@ def realize(term: LayoutTerm, shape: Sequence[int], elem_bytes: int) -> RealLayo
 
 
 def flat_offsets(layout: RealLayout) -> list[int]:
-    """Offsets of all coordinates in row-major coordinate order (brute-force helper)."""
-    return [layout.offset(c) for c in layout.coords()]
+    """Offsets of all coordinates in row-major coordinate order, evaluated on numpy arrays
+    of every coordinate at once (the same offset function as everywhere else)."""
+    grid = np.indices(layout.shape, dtype=np.int64).reshape(len(layout.shape), -1)
+    offs = np.broadcast_to(np.asarray(layout.offset_of(tuple(grid)), dtype=np.int64),
+                           (grid.shape[1],))
+    return [int(o) for o in offs]
