@@ -62,6 +62,7 @@ from tilesafe.semantics.interp_io import (
     summarize_tensor,
     tensor_shapes,
     tensor_usage,
+    tensormap_spec,
 )
 from tilesafe.semantics.mbarrier import MbarrierError, MbarrierState
 from tilesafe.semantics.smem import (
@@ -206,9 +207,7 @@ class _Run:
         """Refuse a descriptor the driver would reject (TS5xx), once per tensor map."""
         if tm.name in self._tmap_ok:
             return
-        g = self.globals[tm.tensor]
-        spec = tma_rules.TensorMapSpec.from_row_major(
-            g.tensor.dtype.value, g.shape, tm.box, swizzle=tm.swizzle, oob_fill=tm.oob_fill)
+        spec = tensormap_spec(self.kernel, tm, self.globals[tm.tensor].shape)
         bad = tma_rules.admissibility(spec)
         if bad:
             v = bad[0]

@@ -15,7 +15,7 @@ import numpy as np
 
 from tilesafe.frontend import ir
 from tilesafe.frontend.walk import loads, own_exprs, statements
-from tilesafe.semantics import evaluate, fp
+from tilesafe.semantics import evaluate, fp, tma_rules
 from tilesafe.semantics.interp_error import WHERE, InterpError
 from tilesafe.semantics.smem import NUMPY_DTYPE
 
@@ -65,6 +65,16 @@ def tensor_shapes(kernel: ir.Kernel, sizes: Mapping[str, int]) -> dict[str, tupl
             raise InterpError(WHERE, f"tensor '{t.name}' would have shape {list(shape)}", t.span)
         out[t.name] = shape
     return out
+
+
+def tensormap_spec(kernel: ir.Kernel, tm: ir.TensorMap,
+                   shape: tuple[int, ...]) -> tma_rules.TensorMapSpec:
+    """The descriptor `cuTensorMapEncodeTiled` is given for a tensor map over a tensor of
+    `shape`: one constructor for the TMA checker (which passes the box as a stand-in
+    shape), the interpreter and the GPU launcher, so all three mean the same descriptor."""
+    tensor = kernel.tensor(tm.tensor)
+    return tma_rules.TensorMapSpec.from_row_major(
+        tensor.dtype.value, list(shape), list(tm.box), swizzle=tm.swizzle, oob_fill=tm.oob_fill)
 
 
 # ---- which tensors a kernel reads and writes ----------------------------------------------
