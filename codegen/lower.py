@@ -307,10 +307,10 @@ class _Lowering:
             if a.lo >= 0 or b.lo >= 0:
                 return Interval(0, a.hi if a.lo >= 0 else b.hi)
             return a.bitwise(b)
-        if name == "bit.shr":
-            return a.floordiv(Interval.point(1 << b.lo))
-        if name == "bit.shl":
-            return a * Interval.point(1 << b.lo)
+        if name in ("bit.shr", "bit.shl"):  # shift amounts are never negative here
+            lo, hi = max(b.lo, 0), max(b.hi, 0)
+            scale = Interval(1 << lo, 1 << hi)
+            return a.floordiv(scale) if name == "bit.shr" else a * scale
         raise AssertionError(name)
 
     def _fit(self, v: IntVal, ty: Ty) -> lir.Value:
@@ -791,27 +791,24 @@ class _Lowering:
         return scope
 
     def _warp_share(self, lo: int, hi: int, span: Span) -> tuple[lir.Value, lir.Value]:
-        """(lane mask of the role's threads in this thread's warp, the lowest such thread)."""
+        """(lane mask of the role's threads in this thread's warp, the lowest such thread).
+        With base the warp's first thread: lanes max(lo - base, 0) .. min(hi - base, 32),
+        which lie in 0 .. 32 because this thread (base <= tid < base + 32) is in the role."""
         tid = self.tid()
-        if lo % 32 == 0 and hi % 32 == 0:
-            base = self.int_op("bit.and", tid, _imm(-32), span)
-            return Imm(-1, Ty.S32), base.value
         base = self.int_op("bit.and", tid, _imm(-32), span)
-        first = self.int_op("int.max", base, _imm(lo), span)
-        last = self.int_op("int.min", self.int_op("int.add", base, _imm(32), span), _imm(hi),
-                           span)
-        one = _imm(1)
-        wide = Interval(0, 2**32)
-        top = self.narrow(self.int_op("bit.shl", IntVal(Imm(1, Ty.S64), Interval(1, 1)),
-                                      self.int_op("int.sub", last, base, span), span), wide)
-        bottom = self.narrow(self.int_op("bit.shl", IntVal(Imm(1, Ty.S64), Interval(1, 1)),
-                                         self.int_op("int.sub", first, base, span), span),
-                             wide)
-        mask = self.int_op("int.sub", self.int_op("int.sub", top, one, span),
-                           self.int_op("int.sub", bottom, one, span), span)
+        if lo % 32 == 0 and hi % 32 == 0:
+            return Imm(-1, Ty.S32), base.value
+        first = self.narrow(self.int_op("int.max", self.int_op("int.sub", _imm(lo), base, span),
+                                        _imm(0), span), Interval(0, 31))
+        last = self.narrow(self.int_op("int.min", self.int_op("int.sub", _imm(hi), base, span),
+                                       _imm(32), span), Interval(1, 32))
+        one = IntVal(Imm(1, Ty.S64), Interval(1, 1))
+        top = self.int_op("bit.shl", one, last, span)
+        bottom = self.int_op("bit.shl", one, first, span)
+        mask = self.int_op("int.sub", top, bottom, span)
         low = self.reg(Ty.S32)
         self.emit(lir.Op(low, "cvt.s32", (self._fit(mask, Ty.S64),)))
-        return low, first.value
+        return low, self.int_op("int.add", base, first, span).value
 
     def s_ExpectTx(self, s: ir.ExpectTx, scope: _Scope) -> _Scope:
         bar = self.barrier_address(s.barrier, scope)

@@ -162,8 +162,11 @@ def run_isolated(spec: LaunchSpec, arrays: Mapping[str, np.ndarray], *,
         (d / "spec.json").write_text(json.dumps({"spec": spec.to_json(), "repeat": repeat}))
         np.savez(d / "in.npz", **{k: np.asarray(v) for k, v in arrays.items()})
         try:
+            # cwd: the child must import the installed tilesafe, not a checkout's folder
+            # that happens to be the caller's working directory.
             proc = subprocess.run([sys.executable, "-m", "tilesafe.gpu.launcher", str(d)],
-                                  capture_output=True, text=True, timeout=timeout, check=False)
+                                  capture_output=True, text=True, timeout=timeout, check=False,
+                                  cwd=d)
         except subprocess.TimeoutExpired:
             return GpuRun("hang", f"no completion within {timeout:g} s (killed)")
         status_file = d / "status.json"
