@@ -166,28 +166,7 @@ class Device:
     # -- tensor maps ------------------------------------------------------------------------
     def encode(self, spec: TensorMapSpec, address: int) -> Any:
         """cuTensorMapEncodeTiled for `spec` at `address` (DriverError if refused)."""
-        cu = self.cu
-        strides = list(spec.global_strides_bytes)
-        if spec.rank == 1 and not strides:
-            # The binding passes an empty list as NULL, which the driver refuses even for
-            # rank 1 (docs/hardware-rules.md); give it one ignored, valid entry.
-            strides = [16 * max(1, math.ceil(spec.global_dims[0] * spec.elem_bytes / 16))]
-        return check("cuTensorMapEncodeTiled", cu.cuTensorMapEncodeTiled(
-            getattr(cu.CUtensorMapDataType, _PREFIX + "DATA_TYPE_" + DTYPE_NAMES[spec.dtype]),
-            spec.rank,
-            address,
-            [cu.cuuint64_t(v) for v in spec.global_dims],
-            [cu.cuuint64_t(v) for v in strides],
-            [cu.cuuint32_t(v) for v in spec.box_dims],
-            [cu.cuuint32_t(v) for v in spec.element_strides],
-            getattr(cu.CUtensorMapInterleave, _PREFIX + "INTERLEAVE_"
-                    + _INTERLEAVE[spec.interleave]),
-            getattr(cu.CUtensorMapSwizzle, _PREFIX + "SWIZZLE_" + _SWIZZLE[spec.swizzle]),
-            getattr(cu.CUtensorMapL2promotion, _PREFIX + "L2_PROMOTION_"
-                    + _L2[spec.l2_promotion]),
-            getattr(cu.CUtensorMapFloatOOBfill, _PREFIX + "FLOAT_OOB_FILL_"
-                    + _OOB[spec.oob_fill]),
-        ))
+        return check("cuTensorMapEncodeTiled", encode_call(spec, address))
 
     # -- launches ---------------------------------------------------------------------------
     def launch(self, fn: Any, grid: Sequence[int], block: int, smem_bytes: int,
@@ -217,6 +196,31 @@ class Device:
             cu.cuModuleUnload(m)
         self._modules.clear()
         cu.cuDevicePrimaryCtxRelease(self.device)
+
+
+def encode_call(spec: TensorMapSpec, address: int) -> tuple[Any, Any]:
+    """The raw (CUresult, CUtensorMap) of cuTensorMapEncodeTiled for `spec` at `address`:
+    the one place that turns a TensorMapSpec into the driver's arguments (the hardware
+    tests use it to see refusals; the launcher through Device.encode)."""
+    cu = _cu()
+    strides = list(spec.global_strides_bytes)
+    if spec.rank == 1 and not strides:
+        # The binding passes an empty list as NULL, which the driver refuses even for
+        # rank 1 (docs/hardware-rules.md); give it one ignored, valid entry.
+        strides = [16 * max(1, math.ceil(spec.global_dims[0] * spec.elem_bytes / 16))]
+    return cu.cuTensorMapEncodeTiled(
+        getattr(cu.CUtensorMapDataType, _PREFIX + "DATA_TYPE_" + DTYPE_NAMES[spec.dtype]),
+        spec.rank,
+        address,
+        [cu.cuuint64_t(v) for v in spec.global_dims],
+        [cu.cuuint64_t(v) for v in strides],
+        [cu.cuuint32_t(v) for v in spec.box_dims],
+        [cu.cuuint32_t(v) for v in spec.element_strides],
+        getattr(cu.CUtensorMapInterleave, _PREFIX + "INTERLEAVE_" + _INTERLEAVE[spec.interleave]),
+        getattr(cu.CUtensorMapSwizzle, _PREFIX + "SWIZZLE_" + _SWIZZLE[spec.swizzle]),
+        getattr(cu.CUtensorMapL2promotion, _PREFIX + "L2_PROMOTION_" + _L2[spec.l2_promotion]),
+        getattr(cu.CUtensorMapFloatOOBfill, _PREFIX + "FLOAT_OOB_FILL_" + _OOB[spec.oob_fill]),
+    )
 
 
 POINTER = ctypes.c_void_p
