@@ -159,6 +159,27 @@ def small_sizes(kernel: ir.Kernel) -> dict[str, int] | None:
     return None
 
 
+def counterexample_sizes(kernel: ir.Kernel, code: str) -> dict[str, int] | None:
+    """The sizes of the checkers' counterexample for `code`, when it names small ones: the
+    bug then shows at the sizes where it was refuted (a descriptor rule broken for some N
+    is not broken at every N)."""
+    from tilesafe.api import verify_kernel
+
+    for o in verify_kernel(kernel):
+        cex = o.counterexample or {}
+        sizes = cex.get("sizes") if isinstance(cex, dict) else None
+        if o.code == code and isinstance(sizes, dict) and sizes:
+            try:
+                sizes = {k: int(v) for k, v in sizes.items()}
+                check_where(kernel, sizes)
+                shapes = tensor_shapes(kernel, sizes)
+            except (InterpError, TypeError, ValueError):
+                continue
+            if sum(int(np.prod(sh)) for sh in shapes.values()) <= 3_000_000:
+                return sizes
+    return None
+
+
 def bad_cases() -> Iterator[Case]:
     for path in sorted((ROOT / "corpus" / "bad").glob("*.tsk")):
         code = path.read_text().splitlines()[0].split("expect:")[-1].split()[0]
@@ -167,7 +188,7 @@ def bad_cases() -> Iterator[Case]:
             compiled = compile_kernel(kernel, str(path), unverified_banner([code]))
         except DiagnosticError:
             continue  # a frontend error: nothing to compile
-        sizes = small_sizes(kernel)
+        sizes = counterexample_sizes(kernel, code) or small_sizes(kernel)
         if sizes is None:
             continue
         inputs = random_inputs(kernel, sizes, np.random.default_rng(0))
