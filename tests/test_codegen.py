@@ -155,3 +155,12 @@ def test_bind_builds_the_checkers_tensor_map_descriptor() -> None:
 def test_api_compile_reports_the_failing_obligations() -> None:
     res = api.compile(ROOT / "corpus/bad/ts304_wrong_wait_parity.tsk")
     assert res.refused and any(o.code == "TS304" for o in res.failing)
+
+
+def test_run_on_the_gpu_without_one_is_a_usage_error(cli, monkeypatch) -> None:
+    from tilesafe.gpu import driver
+
+    monkeypatch.setattr(driver, "unavailable_reason", lambda: "no CUDA device")
+    res = cli("run", ROOT / "corpus/good/elementwise.tsk", "--size", "N=100", "--device", "gpu",
+              "--check")
+    assert res.code == 2 and "no GPU to run on: no CUDA device" in res.err
