@@ -33,8 +33,9 @@ cosize, and its ISL map { [c0, ..., c_{n-1}] -> [off] }). Argument conventions:
 
 A RealLayout can be handed straight to the decision procedures of layout_isl
 (`injective(real)`, `covers(real, codomain=real.cosize)`, ...): besides `to_isl()` it exposes
-its structure (`isl_swizzle_split()`, `f2_layout()`, `isl_range()`), which those procedures
-use for exact shortcuts; passing `real.to_isl()` instead always runs plain ISL.
+its structure (`isl_swizzle_split()`, `f2_layout()`, `isl_range()`, `isl_cute_image()`),
+which those procedures use for exact shortcuts; passing `real.to_isl()` instead always runs
+plain ISL.
 
 Unknown heads or bad arguments raise LayoutError (the frontend turns it into a TS1xx
 diagnostic). Sources for the swizzle modes: CUTLASS include/cute/swizzle.hpp,
@@ -310,6 +311,22 @@ class RealLayout:
             inner = self.impl.inner.to_isl().intersect_domain(LI.box_set(list(self.shape)))
             return inner, self.impl.swizzle, 0
         return None
+
+    def isl_cute_image(self) -> tuple[Layout, Swizzle | None, int] | None:
+        """(L, swizzle, offset) when this layout's image is swizzle(offset + image(L)) for a
+        CuTe layout L (see layout_isl.range_set): a CuTe term realised mode-wise or on the
+        row-major index, optionally under one swizzle. Its size equals the buffer's, so every
+        index of L is reached; ISL then projects L's leaf form instead of the nested map."""
+        impl, sw = self.impl, None
+        if isinstance(impl, _SwizzleImpl):
+            impl, sw = impl.inner, impl.swizzle
+        if not isinstance(impl, _CuteImpl):
+            return None
+        if isinstance(impl.layout, ComposedLayout):
+            if sw is not None:
+                return None
+            return impl.layout.layout, impl.layout.swizzle, impl.layout.offset
+        return impl.layout, sw, 0
 
     def describe(self) -> str:
         dims = ",".join(map(str, self.shape))
