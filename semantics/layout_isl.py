@@ -654,6 +654,12 @@ def _count(s: isl.Set) -> int | None:
     return None if v.is_infty() or v.is_nan() else int(v.to_python())
 
 
+def _swizzle_preimage(sw: Swizzle, off: int) -> isl.Map:
+    """{ [p] -> [o] : o = sw(p) - off }: sw is an involution on the naturals, so p is
+    sw(off + x) exactly when x = sw(p) - off."""
+    return read_map(f"{{ [p] -> [o] : p >= 0 and o = {swizzle_expr(sw, 'p')} - {off} }}")
+
+
 def _collisions(mm: isl.Map) -> isl.Map:
     """Pairs of distinct coordinates (first lexicographically smaller) with one offset."""
     return mm.apply_range(mm.reverse()).intersect(isl.Map.lex_lt(mm.get_space().domain()))
@@ -684,9 +690,14 @@ def _covers_by_counting(m: object, mm: isl.Map, cod: isl.Set, domain: object
         return Result("covers", REFUTED, None, ev, reason="counting: fewer coordinates than "
                       "codomain points")
     if image is not None:
-        leaves = cute_image_map(image[0])
-        ev["decided_on"] = f"leaf form {leaves} (swizzle {image[1]}, offset {image[2]})"
-        outside = not range_set(m).subtract(cod).is_empty()
+        layout, sw, off = image
+        leaves = cute_image_map(layout)
+        ev["decided_on"] = f"leaf form {leaves} (swizzle {sw}, offset {off})"
+        if sw is None:
+            outside = not leaves.range().subtract(cod).is_empty()
+        else:  # inside iff off + L(c) is the preimage sw(p) - off of a codomain point p
+            outside = not leaves.range().subtract(cod.apply(_swizzle_preimage(sw, off))
+                                                  ).is_empty()
     else:
         leaves = mm
         outside = not mm.subtract_range(cod).is_empty()
@@ -758,7 +769,7 @@ def _uncovered(m: object, mm: isl.Map, cod: isl.Set, domain: object,
         inner, sw, off = split
         image = _cute_image(m)
         inner_rng = cute_image_map(image[0]).range() if image is not None else inner.range()
-        pre = read_map(f"{{ [p] -> [o] : p >= 0 and o = {swizzle_expr(sw, 'p')} - {off} }}")
+        pre = _swizzle_preimage(sw, off)
         negative = cod.intersect(read_set("{ [p] : p < 0 }"))
         missed = cod.apply(pre).subtract(inner_rng).intersect_params(
             inner.domain().params())
