@@ -16,6 +16,7 @@ moves the source bits down. `ComposedLayout(sw, L, offset)` is c -> sw(offset + 
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -185,11 +186,67 @@ def _as_layout(b: Layout | int) -> Layout:
     return b if isinstance(b, Layout) else Layout(b, 1)
 
 
-def _linear_stride(a: Layout) -> int | None:
-    """d when A(x) == d*x for every index x >= 0 (A coalesces to one mode, which then
-    extends past size(A)), else None. Such an A is additive, so A o B is exact for any B."""
-    shapes, strides = _coalesce_keep_tail(a)
-    return strides[0] if len(shapes) == 1 else None
+CARRY_CHECK_MAX = 1 << 16
+"""`_carry_free` enumerates each top-level mode of B; beyond this size it gives up (False)."""
+
+
+def _carry_free(a: Layout, b: Layout) -> bool:
+    """Adding one offset of each top-level mode of B never carries between A's modes.
+
+    Write an offset x in A's mixed radix (coalesced extents s_0, s_1, ...; the last mode
+    takes the rest): A(x) = sum_j d_j digit_j(x). If, at every digit j but the last, the
+    largest digits of the modes' offsets sum to at most s_j - 1, the digits of a sum are the
+    sums of the digits, so A(sum_k B_k(c_k)) = sum_k A(B_k(c_k)): composing mode by mode is
+    exact. A sufficient condition, decided by enumerating each mode (not their product)."""
+    radices = _coalesce_keep_tail(a)[0][:-1]
+    if not radices:
+        return True
+    total = [0] * len(radices)
+    for m in b.modes():
+        if m.size() > CARRY_CHECK_MAX:
+            return False
+        top = [0] * len(radices)
+        for i in range(m.size()):
+            x = m(i)
+            if x < 0:
+                return False
+            for j, r in enumerate(radices):
+                x, digit = divmod(x, r)
+                top[j] = max(top[j], digit)
+        total = [t + u for t, u in zip(total, top, strict=True)]
+    return all(t < r for t, r in zip(total, radices, strict=True))
+
+
+def _compose_on_linear_image(a: Layout, b: Layout) -> Layout | None:
+    """A o B when A is linear on B's offsets, else None.
+
+    B's offsets are multiples of g (the gcd of its live strides) up to `top`; if
+    A(g*y) == e*y for every y <= top/g (A o (top/g + 1):g coalesces to one mode e), then A
+    is additive there and A(B(c)) is B with every stride d replaced by (d/g)*e -- which is
+    also what composing mode by mode gives. Covers a linear A (any B, even overlapping
+    modes) and B whose strides skip A's non-linear modes (`(2,5):(8,3) o (3,5):(12,6)`)."""
+    live = [(s, d) for s, d in _leaves(b) if s != 1 and d != 0]
+    if any(d < 0 for _, d in live):
+        return None
+    g, e = 1, 0
+    if live:
+        g = math.gcd(*(d for _, d in live))
+        top = sum((s - 1) * d for s, d in live)
+        try:
+            line = coalesce(_compose(a, Layout(top // g + 1, g), strict=False))
+        except ValueError:
+            return None
+        if not is_int(line.shape):
+            return None
+        e = line.stride  # type: ignore[assignment]
+
+    def scale(shape: IntTuple, stride: IntTuple) -> tuple[IntTuple, IntTuple]:
+        if is_int(shape):
+            return shape, 0 if shape == 1 else stride // g * e  # type: ignore[operator]
+        parts = [scale(x, y) for x, y in zip(shape, stride, strict=True)]  # type: ignore[arg-type]
+        return tuple(x for x, _ in parts), tuple(y for _, y in parts)
+
+    return Layout(*scale(b.shape, b.stride))
 
 
 def _nests(layout: Layout) -> bool:
@@ -207,11 +264,13 @@ def composition(a: Layout, b: object) -> Layout:
     """R = A o B with R(c) == A(B(c)) for every coordinate c of B (CuTe composition).
 
     Offsets B(c) past size(A) are read with A's last mode extended (CuTe's convention for
-    integer indices beyond the size). A multi-mode B is composed mode by mode, which equals
-    A(B(c)) when A is additive on B's image: when A is linear (coalesces to one mode; then
-    any B, even one whose modes overlap) or when B's non-broadcast modes nest and each mode
-    meets A's extents by divisibility. Other multi-mode B are rejected (`(2,2):(1,1)` after
-    `(3,2):(1,3)` would otherwise give a wrong answer).
+    integer indices beyond the size). A multi-mode B is composed mode by mode, as CuTe does,
+    which equals A(B(c)) only when A is additive on B's offsets. That is established by one
+    of: B's non-broadcast modes nest and each meets A's extents by divisibility; A is linear
+    on B's offsets (`_compose_on_linear_image`; e.g. any B when A coalesces to one mode, even
+    overlapping modes); adding the modes' offsets never carries between A's modes
+    (`_carry_free`). Other multi-mode B are rejected: `(2,2):(1,10) o (2,2):(1,1)` would
+    otherwise give a wrong answer.
 
     `b` is a Layout, an int n (meaning n:1), or a tuple of those (None keeps A's mode): a
     tuple applies mode-by-mode to A's top-level modes. The result has B's profile. A
@@ -233,14 +292,22 @@ def _compose(a: Layout, b: object, strict: bool) -> Layout:
         return make_layout(parts)
     b = _as_layout(b)  # type: ignore[arg-type]
     if is_tuple(b.shape):
-        linear = _linear_stride(a) is not None
-        if not linear and not _nests(filter_zeros(b)):
-            raise ValueError(
-                f"composition {a} o {b}: the modes of B overlap or interleave, so composing "
-                "mode by mode would not equal A(B(c))"
-            )
-        # mode by mode is exact for a linear A; otherwise only with CuTe's divisibility
-        return make_layout([_compose(a, m, strict=not linear) for m in b.modes()])
+        if _nests(filter_zeros(b)):
+            # nested modes meeting A by divisibility: mode by mode is exact
+            try:
+                return make_layout([_compose(a, m, strict=True) for m in b.modes()])
+            except ValueError:
+                pass
+        scaled = _compose_on_linear_image(a, b)
+        if scaled is not None:
+            return scaled
+        if _carry_free(a, b):
+            return make_layout([_compose(a, m, strict=False) for m in b.modes()])
+        raise ValueError(
+            f"composition {a} o {b}: the modes of B overlap, interleave or do not meet "
+            "A's extents, and adding their offsets carries between A's modes, so composing "
+            "mode by mode would not equal A(B(c))"
+        )
     bs, bd = b.shape, b.stride
     if bd == 0:  # type: ignore[comparison-overlap]
         return Layout(bs, 0)

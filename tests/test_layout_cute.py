@@ -508,11 +508,19 @@ def test_composition_accepts_what_cute_computes_exactly() -> None:
     assert str(r) == "(2,2):(3,3)"
     assert str(composition(parse_cute("(2,4):(1,2)"), parse_cute("(2,2):(1,1)"))) == (
         "(2,2):(1,1)")
+    # A is linear on B's offsets (all multiples of 2, and A(2y) = 3y for y <= 6)
+    a, b = parse_cute("(2,5):(8,3)"), parse_cute("(3,5):(12,6)")
+    r = composition(a, b)
+    assert str(r) == "(3,5):(18,9)" and all(r(i) == a(b(i)) for i in range(b.size()))
+    # B's modes overlap, but their offsets' digits in A's radix (4, rest) never carry
+    a, b = parse_cute("(4,3):(7,6)"), parse_cute("(4,4):(2,4)")
+    r = composition(a, b)
+    assert str(r) == "((2,2),4):((14,6),6)" and all(r(i) == a(b(i)) for i in range(b.size()))
 
 
 def test_composition_still_refuses_wrong_answers() -> None:
     with pytest.raises(ValueError):  # overlapping modes of B on a non-linear A
-        composition(parse_cute("(3,2):(1,10)"), parse_cute("(2,2):(1,1)"))
+        composition(parse_cute("(2,2):(1,10)"), parse_cute("(2,2):(1,1)"))
     # B's modes nest, but 1 + 2 carries out of A's first mode of 3: mode by mode would
     # give 3 where A(3) = 100, so the second mode must meet A by divisibility
     a, b = parse_cute("(3,10):(1,100)"), parse_cute("(2,2):(1,2)")
