@@ -14,10 +14,13 @@ domain (parameters for symbolic extents):
 Decision procedures (`equivalent`, `injective`, `in_bounds`, `covers`, `check_pieces`)
 return a `Result`: "proved", "refuted" with a concrete witness sampled by ISL, or "unknown"
 when ISL ran past its operation budget (`ctx.set_max_operations`) -- never a false proof.
-Given a layout object rather than a map they may use exact structure (recorded in the
-evidence): a swizzle is a bijection of the naturals, F2 layouts are decided by GF(2)
-algebra, and coverage of a finite codomain by pigeonhole counting. A map always gets
-plain ISL (counting aside).
+All of them run under one mechanism (`_guarded`): the verdict under `max_ops`, a witness
+search after a settled verdict under its own share; a refutation whose witness search runs
+out is returned without witness. Given a layout object rather than a map they may use exact
+structure (recorded in the evidence): a swizzle is a bijection of the naturals, F2 layouts
+are decided by GF(2) algebra, coverage of a finite codomain by pigeonhole counting, and a
+CuTe layout's image by its leaf form (`cute_image_map`). A map always gets plain ISL
+(counting aside).
 """
 
 from __future__ import annotations
