@@ -87,7 +87,8 @@ _PUNCT = {
     "ADD_OP": "'+' or '-'", "MUL_OP": "'*', '/' or '%'", "ASSIGN_OP": "'=', '+=', '-=' or '*='",
     "SWIZZLE_MODE": "a swizzle mode (none, 32B, 64B, 128B)", "OOB_FILL": "'zero' or 'nan'",
     "FENCE_KIND": "'mbarrier_init' or 'proxy_async'", "ELECT_ONE": "'elect one'",
-    "WAIT_READ": "'read'",
+    "WAIT_READ": "'read'", "STATIC_INT": "an integer", "SW_OPEN": "'Sw<'",
+    "COMPOSE": "'o'",
 }
 
 
@@ -235,7 +236,7 @@ class _ToAst(Transformer):
     def shared_decl(self, meta, items):
         name, dtype, *rest = items
         shape = tuple(i for i in rest if isinstance(i, ast.Expr))
-        layout = next((i for i in rest if isinstance(i, (ast.CuteLayout, ast.LayoutApp))), None)
+        layout = next((i for i in rest if isinstance(i, ast.LayoutNode)), None)
         align_tok = next((i for i in rest if isinstance(i, Token) and i.type == "INT"), None)
         align = int(align_tok) if align_tok is not None else None
         return ast.SharedDecl(self._s(meta), str(name), str(dtype), shape, layout, align)
@@ -252,6 +253,13 @@ class _ToAst(Transformer):
     def cute_layout(self, meta, items):
         return ast.CuteLayout(self._s(meta), items[0], items[1])
 
+    def swizzled_layout(self, meta, items):
+        bits, base, shift = (int(t) for t in items if isinstance(t, Token)
+                             and t.type == "SIGNED_INT")
+        offsets = [i for i in items[:-1] if not isinstance(i, Token)]
+        offset = offsets[0] if offsets else 0
+        return ast.SwizzledLayout(self._s(meta), bits, base, shift, offset, items[-1])
+
     def layout_app(self, meta, items):
         head = str(items[0])
         if len(items) == 1:
@@ -260,7 +268,7 @@ class _ToAst(Transformer):
         return ast.LayoutApp(self._s(meta), head, args)
 
     def tup_int(self, meta, items):
-        return int(items[0])
+        return int(str(items[0]).removeprefix("_"))  # `_64`: CuTe's static-int spelling
 
     def tup_nest(self, meta, items):
         return tuple(items)

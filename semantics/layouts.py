@@ -12,6 +12,10 @@ cosize, and its ISL map { [c0, ..., c_{n-1}] -> [off] }). Argument conventions:
                                mode i (a nested mode splits it colexicographically) and each
                                mode's size must equal extent i; otherwise only the total size
                                must match and the coordinate is first linearised row-major.
+  composed(B, M, S, off, L)    CuTe's ComposedLayout `Sw<B,M,S> o off o L` for a CuTe literal
+                               L (the DSL's `Sw<3,3,3> o (64,64):(64,1)` is this term with
+                               off = 0): offset Swizzle<B,M,S>(off + L(c)), L realised as in
+                               cute(...)
   swizzle(B, M, S, inner)      CuTe Swizzle<B,M,S> applied to inner's element offsets
   swizzle32B(inner)            TMA swizzle modes. They act on BYTE addresses as
   swizzle64B(inner)            Swizzle<b,4,3> with b = 1, 2, 3 (16-byte chunks; the XOR
@@ -33,8 +37,9 @@ cosize, and its ISL map { [c0, ..., c_{n-1}] -> [off] }). Argument conventions:
 
 A RealLayout can be handed straight to the decision procedures of layout_isl
 (`injective(real)`, `covers(real, codomain=real.cosize)`, ...): besides `to_isl()` it exposes
-its structure (`isl_swizzle_split()`, `f2_layout()`, `isl_range()`), which those procedures
-use for exact shortcuts; passing `real.to_isl()` instead always runs plain ISL.
+its structure (`isl_swizzle_split()`, `f2_layout()`, `isl_range()`, `isl_cute_image()`),
+which those procedures use for exact shortcuts; passing `real.to_isl()` instead always runs
+plain ISL.
 
 Unknown heads or bad arguments raise LayoutError (the frontend turns it into a TS1xx
 diagnostic). Sources for the swizzle modes: CUTLASS include/cute/swizzle.hpp,
@@ -318,11 +323,36 @@ class RealLayout:
         return self.impl.ll if isinstance(self.impl, _LinearImpl) else None
 
     def isl_swizzle_split(self) -> tuple[isl.Map, Swizzle, int] | None:
-        """(inner map, swizzle, 0) when this layout is a swizzle of another (see covers)."""
+        """(inner map, swizzle, offset) when this layout is swizzle(offset + inner) (see
+        injective and covers): a swizzle of another layout, or a CuTe `Sw<B,M,S> o ...`."""
+        box = LI.box_set(list(self.shape))
         if isinstance(self.impl, _SwizzleImpl):
-            inner = self.impl.inner.to_isl().intersect_domain(LI.box_set(list(self.shape)))
-            return inner, self.impl.swizzle, 0
+            return self.impl.inner.to_isl().intersect_domain(box), self.impl.swizzle, 0
+        if isinstance(self.impl, _CuteImpl) and isinstance(self.impl.layout, ComposedLayout):
+            cl = self.impl.layout
+            if self.impl.mode_wise:
+                inner = LI.to_isl(cl.layout)
+            else:
+                inner = LI.linearize_map(self.shape).apply_range(
+                    LI.to_isl(cl.layout, linear=True))
+            return inner.intersect_domain(box), cl.swizzle, cl.offset
         return None
+
+    def isl_cute_image(self) -> tuple[Layout, Swizzle | None, int] | None:
+        """(L, swizzle, offset) when this layout's image is swizzle(offset + image(L)) for a
+        CuTe layout L (see layout_isl.range_set): a CuTe term realised mode-wise or on the
+        row-major index, optionally under one swizzle. Its size equals the buffer's, so every
+        index of L is reached; ISL then projects L's leaf form instead of the nested map."""
+        impl, sw = self.impl, None
+        if isinstance(impl, _SwizzleImpl):
+            impl, sw = impl.inner, impl.swizzle
+        if not isinstance(impl, _CuteImpl):
+            return None
+        if isinstance(impl.layout, ComposedLayout):
+            if sw is not None:
+                return None
+            return impl.layout.layout, impl.layout.swizzle, impl.layout.offset
+        return impl.layout, sw, 0
 
     def describe(self) -> str:
         dims = ",".join(map(str, self.shape))
@@ -335,8 +365,8 @@ class RealLayout:
 _TMA_SWIZZLE = {"swizzle32B": 1, "swizzle64B": 2, "swizzle128B": 3,
                 "swizzle32": 1, "swizzle64": 2, "swizzle128": 3}
 
-HEADS = ("row_major", "col_major", "cute", "swizzle", *sorted(_TMA_SWIZZLE), "padded",
-         "linear", "tiled", "lego")
+HEADS = ("row_major", "col_major", "cute", "composed", "swizzle", *sorted(_TMA_SWIZZLE),
+         "padded", "linear", "tiled", "lego")
 
 
 def _want_int(x: Any, what: str) -> int:
@@ -392,12 +422,17 @@ def _realize(term: LayoutTerm, shape: tuple[int, ...], eb: int) -> _Impl:
         _arity(term, 0)
         return _CuteImpl(shape, Layout(shape), True)
     if h == "cute":
-        if len(a) == 1 and isinstance(a[0], str):
-            lay = parse_cute(a[0])
-        else:
-            _arity(term, 2)
-            lay = Layout(_nested(a[0], "cute shape"), _nested(a[1], "cute stride"))
-        return _cute_impl(shape, lay)
+        return _cute_impl(shape, _cute_literal(term))
+    if h == "composed":
+        _arity(term, 5)
+        sw = Swizzle(*(_want_int(x, "swizzle parameter") for x in a[:3]))
+        off = _want_int(a[3], "swizzle offset")
+        inner = _want_term(a[4], "composed inner")
+        lay = _cute_literal(inner) if inner.head == "cute" else None
+        if not isinstance(lay, Layout):
+            raise LayoutError(f"{sw} o ... composes a swizzle with a CuTe literal "
+                              f"SHAPE:STRIDE, not {inner}")
+        return _cute_impl(shape, ComposedLayout(sw, lay, off))
     if h == "swizzle":
         _arity(term, 4)
         sw = Swizzle(*(_want_int(x, "swizzle parameter") for x in a[:3]))
@@ -450,6 +485,15 @@ def _realize(term: LayoutTerm, shape: tuple[int, ...], eb: int) -> _Impl:
         order = tuple(_want_ints(p, "lego order entry", 2) for p in _tuple(a[1], "lego order"))
         return _LegoImpl(shape, LegoLayout(shape, GroupBy(factors), OrderBy(order)))
     raise LayoutError(f"unknown layout {h!r}; known: {', '.join(HEADS)}")
+
+
+def _cute_literal(term: LayoutTerm) -> Layout | ComposedLayout:
+    """The layout of a `cute` term: (shape, stride), or one string in CuTe syntax."""
+    a = term.args
+    if len(a) == 1 and isinstance(a[0], str):
+        return parse_cute(a[0])
+    _arity(term, 2)
+    return Layout(_nested(a[0], "cute shape"), _nested(a[1], "cute stride"))
 
 
 def _swizzled(shape: tuple[int, ...], inner: _Impl, sw: Swizzle, note: str = "") -> _Impl:
