@@ -10,6 +10,7 @@
            full-range integers), expected = the interpreter's tensors;
 * bad:     every corpus/bad kernel that compiles with --unverified, at small sizes its
            `where` allows: what the hardware does is recorded ("observe");
+* fuzz:    random scalar programs (tests/gpu/fuzz_kernels.py) on adversarial inputs;
 * big:     the pipelined TMA copy at 65536 x 40960 f16 (5 GiB a tensor, byte offsets past
            2^32), inputs synthesised on the GPU machine, checked with numpy.
 
@@ -29,6 +30,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from corpus_refs import CASES  # noqa: E402
 
@@ -199,6 +201,37 @@ def bad_cases() -> Iterator[Case]:
             continue
 
 
+def fuzz_cases(count: int) -> Iterator[Case]:
+    """Random scalar programs (tests/gpu/fuzz_kernels.py) that verify and compile, at the
+    sizes of their header, on adversarial inputs. Kernels the gate or the code generator
+    refuses (e.g. TS701: a product of data values beyond 64 bits) are reported and skipped."""
+    import tempfile
+
+    from fuzz_kernels import Gen
+
+    from tilesafe.api import verify_kernel
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in range(count):
+            path = Path(tmp) / f"fuzz{n:04d}.tsk"
+            path.write_text(Gen(n).kernel(path.stem))
+            try:
+                kernel = load_program(path).kernels[0]
+                if any(o.failed for o in verify_kernel(kernel)):
+                    print(f"skip {path.stem}: not proved", file=sys.stderr)
+                    continue
+                compiled = compile_kernel(kernel, path.name)
+            except DiagnosticError as err:
+                print(f"skip {path.stem}: {err.diagnostics[0].code}", file=sys.stderr)
+                continue
+            for sizes in header_sizes(path):
+                inputs = adversarial_inputs(kernel, sizes, n)
+                yield _interp_case(f"fuzz-{path.stem}-{_tag(sizes)}", kernel, compiled,
+                                   sizes, inputs, n, "interp",
+                                   {"kernel": path.stem, "sizes": sizes, "seed": n,
+                                    "source": path.read_text()})
+
+
 def big_cases() -> Iterator[Case]:
     path = ROOT / "corpus" / "good" / "pipeline2.tsk"
     kernel = load_program(path).kernels[0]
@@ -213,13 +246,14 @@ def big_cases() -> Iterator[Case]:
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("out")
-    p.add_argument("--only", default="good,codegen,bad,big")
+    p.add_argument("--only", default="good,codegen,bad,big,fuzz")
     p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--fuzz", type=int, default=150, help="random scalar programs")
     a = p.parse_args(argv)
     out = Path(a.out)
     kinds = a.only.split(",")
     makers = {"good": lambda: good_cases(a.seeds), "codegen": lambda: codegen_cases(a.seeds),
-              "bad": bad_cases, "big": big_cases}
+              "bad": bad_cases, "big": big_cases, "fuzz": lambda: fuzz_cases(a.fuzz)}
     n = 0
     for kind in kinds:
         for case in makers[kind]():

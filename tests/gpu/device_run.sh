@@ -4,9 +4,9 @@
 # built on the host (tests/gpu/build_cases.py -> .gpucases, bench/bench_gpu.py build ->
 # .benchcases) and tilesafe travels as a wheel (.whl); `python3 -P` keeps the checkout's own
 # tilesafe/ folder from shadowing the installed package. Usage: tests/gpu/device_run.sh STEPS
-# with STEPS a comma list of: info,good,codegen,big,bad,sanitize,bench.
+# with STEPS a comma list of: info,good,codegen,fuzz,big,bad,sanitize,bench.
 set -u
-steps="${1:-info,good,codegen,big,bad,sanitize,bench}"
+steps="${1:-info,good,codegen,fuzz,big,bad,sanitize,bench}"
 out="${OUT:-/tmp/out}"
 mkdir -p "$out"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
@@ -19,7 +19,7 @@ if has info; then
   ptxas --version | tail -2 | tee -a "$out/device.txt"
   python3 -c "import sys, numpy, cuda.bindings; print(sys.version.split()[0], numpy.__version__, cuda.bindings.__version__)" | tee -a "$out/device.txt"
 fi
-for kind in good codegen big; do
+for kind in good codegen fuzz big; do
   if has $kind; then
     echo "== $kind"
     python3 -P -m tilesafe.gpu.cases run .gpucases --only "$kind-" --json "$out/$kind.json" \
