@@ -18,7 +18,9 @@ Codes the interpreter raises:
   TS411 / TS415 / TS416  passed through from the mbarrier model (init count range, parity
          operand not 0/1, expect_tx completing a phase PTX leaves unspecified)
   TS5xx  a tensor map the driver would reject, or a TMA shared address not 128-byte aligned
-  TS490  replayed schedule names an agent that cannot move at that step
+  TS498  replayed schedule names an agent that cannot move at that step (a bad replay
+         input, not a property of the kernel; TS490 is the temporal checkers' "outside
+         the argument" unknown)
   TS499  step limit exceeded
 """
 
@@ -40,7 +42,7 @@ TX_RANGE = "TS404"
 UNFENCED_INIT = "TS405"
 DEADLOCK = "TS410"
 SYNC_DEADLOCK = "TS420"
-BAD_REPLAY = "TS490"
+BAD_REPLAY = "TS498"
 STEP_LIMIT = "TS499"
 
 
