@@ -22,6 +22,7 @@ from tilesafe.frontend import ir
 from tilesafe.frontend.ir import describe_threads
 from tilesafe.frontend.walk import statements
 from tilesafe.semantics import mbarrier as mb
+from tilesafe.semantics.budget import BUDGET_CODE, Budget
 from tilesafe.semantics.events import (
     Lets,
     Model,
@@ -62,9 +63,25 @@ class Run:
     seconds: float
     states_no_por: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    budget: Budget | None = None
 
 
-_CACHE: dict[tuple[int, bool], tuple[ir.Kernel, Run]] = {}
+_CACHE: dict[tuple[int, bool, CheckOptions], tuple[ir.Kernel, Run]] = {}
+_BUDGETS: dict[tuple[int, CheckOptions], tuple[ir.Kernel, Budget]] = {}
+
+
+def budget_for(kernel: ir.Kernel, options: CheckOptions) -> Budget:
+    """The one budget every temporal search of this kernel draws from (both checkers, both
+    semantics, replays), so the limits bound the verification of the kernel as a whole."""
+    key = (id(kernel), options)
+    hit = _BUDGETS.get(key)
+    if hit is not None and hit[0] is kernel:
+        return hit[1]
+    if len(_BUDGETS) > 64:
+        _BUDGETS.clear()
+    budget = Budget(options.max_states, options.max_seconds, options.max_memory_mb)
+    _BUDGETS[key] = (kernel, budget)
+    return budget
 
 
 def explore_barrier(kernel: ir.Kernel, options: CheckOptions) -> Run:
@@ -81,22 +98,26 @@ def explore_barrier(kernel: ir.Kernel, options: CheckOptions) -> Run:
 def explore(kernel: ir.Kernel, ownership: bool, options: CheckOptions,
             compare_por: bool = True) -> Run:
     """Build the model and run the parametric exploration (memoised per kernel object)."""
-    key = (id(kernel), ownership)
+    key = (id(kernel), ownership, options)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is kernel:
         return hit[1]
     t0 = time.perf_counter()
+    budget = budget_for(kernel, options)
     try:
         model = build_model(kernel, ownership)
-        outcome = explore_all(model, True, options.max_states, options.timeout_ms)
+        outcome = explore_all(model, True, options.max_states, options.timeout_ms, budget)
     except Unsupported as exc:
-        run = Run(None, None, exc, time.perf_counter() - t0)
+        run = Run(None, None, exc, time.perf_counter() - t0, budget=budget)
         _CACHE[key] = (kernel, run)
         return run
-    run = Run(model, outcome, None, time.perf_counter() - t0)
-    if compare_por and outcome.states <= NO_POR_BUDGET:
+    run = Run(model, outcome, None, time.perf_counter() - t0, budget=budget)
+    if compare_por and outcome.states <= NO_POR_BUDGET and budget.exceeded is None:
+        # Evidence only (how much the reduction saves): its own small budget, so that it
+        # never decides a verdict nor spends the kernel's.
         try:
-            plain = explore_all(model, False, options.max_states, options.timeout_ms)
+            plain = explore_all(model, False, options.max_states, options.timeout_ms,
+                                Budget(max_states=4 * NO_POR_BUDGET + 64))
             run.states_no_por = plain.states
         except Unsupported:
             run.states_no_por = None
@@ -135,7 +156,7 @@ def concretize(run: Run, finding: Finding, cfg: Config, mach: Machine
                                       finding.detail), Config(sizes, trip, "full")
         return mach, finding, cfg
     small = Machine(model, cfg.sizes)
-    res = search(small, [small.initial()], True, 200_000)
+    res = search(small, [small.initial()], True, 200_000, budget=run.budget)
     again = res.findings.get(finding.code)
     if again is not None:
         return small, again, Config(cfg.sizes, cfg.trip, "full")
@@ -330,8 +351,9 @@ def obligations(checker: str, family: str, props: tuple[Prop, ...], run: Run,
         else:
             why = out.reason or ("the exploration stopped at an error (" + ", ".join(sorted(cut))
                                  + ") before covering every run")
+            code = BUDGET_CODE if out.budget else UNKNOWN_CODE
             results.append(Obligation(checker, name, Verdict.UNKNOWN, method, kernel.span,
-                                      UNKNOWN_CODE, f"{prop.claim}: not established ({why})",
+                                      code, f"{prop.claim}: not established ({why})",
                                       seconds=run.seconds, evidence=base_ev))
     return results
 

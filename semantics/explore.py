@@ -40,6 +40,7 @@ from typing import Any
 from tilesafe.frontend import ir
 from tilesafe.frontend.span import Span
 from tilesafe.semantics import mbarrier as mb
+from tilesafe.semantics.budget import Budget, BudgetExceeded
 from tilesafe.semantics.events import (
     Agent,
     Instr,
@@ -81,6 +82,13 @@ class Stats:
     reason: str = ""
     deadlocks: int = 0
     finals: int = 0
+    budget: bool = False  # stopped because the verification budget is spent
+
+
+class CannotMove(Exception):
+    """A replayed move names an agent that cannot move in that state: the path does not
+    belong to this system (e.g. a far-system run tried at a smaller trip count). Not a
+    property of the kernel, so it carries no TS code."""
 
 
 class _Error(Exception):
@@ -1038,7 +1046,7 @@ class _Mut:
         pc, ctrs = self.agents[a]
         ins = m.agents[a].code[pc]
         if ins.op in (END, "sync"):
-            raise _Error("TS490", f"replay: {m.agents[a].cls.name} cannot move", None)
+            raise CannotMove(f"replay: {m.agents[a].cls.name} cannot move")
         ev = m.event(a, pc, ctrs)
         span = ins.stmt.span if ins.stmt is not None else None
         self.note(agents=(a,), ins=ins, ev=ev)
@@ -1365,11 +1373,12 @@ SLACK = 12  # after a violation, explore this many steps deeper (for nearby code
 
 
 def search(m: Machine, roots: list[tuple], por: bool, max_states: int,
-           stop_on_hard: bool = False) -> SearchResult:
+           stop_on_hard: bool = False, budget: Budget | None = None) -> SearchResult:
     """Breadth-first exploration from `roots`; the first finding of each code is kept with
     the path that reaches it. Once something is found the search goes only SLACK steps
     deeper (a refuted kernel needs no complete state space, and a broken protocol can make
-    it huge); the result is then marked incomplete."""
+    it huge); the result is then marked incomplete. Every state is charged to `budget` (the
+    verification's global one); `max_states` bounds this search alone."""
     stats = Stats()
     parents: dict = {r: None for r in roots}
     depth: dict = {r: 0 for r in roots}
@@ -1397,6 +1406,14 @@ def search(m: Machine, roots: list[tuple], por: bool, max_states: int,
             stats.complete = False
             stats.reason = f"state limit {max_states} reached"
             break
+        if budget is not None:
+            try:
+                budget.charge()
+            except BudgetExceeded as exc:
+                stats.complete = False
+                stats.reason = exc.reason
+                stats.budget = True
+                break
         try:
             succ, enabled, _ = m.successors(st, por)
         except Unsupported as exc:
@@ -1458,9 +1475,9 @@ def replay(m: Machine, root: tuple, path: tuple) -> tuple[list[TraceStep], tuple
             break
         try:
             nxt, _ = m.apply(st, mv, rec)
-        except _Error as err:
-            if err.code == "TS490":
-                break
+        except CannotMove:
+            break
+        except _Error:
             nxt = None
         steps.append(_describe(m, st, mv, rec, phases, copy_ids, next_copy, i))
         if nxt is None:
