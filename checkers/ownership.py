@@ -14,6 +14,8 @@ argument as the barrier checker cover every interleaving and every trip count.
   TS303 a TMA load into a region someone else still holds (e.g. a stage still being read)
   TS304 a read without permission (use before ready, e.g. a wait on the wrong parity)
   TS305 an access after the class's own arrive gave the region away (arrive too early)
+  TS307 the block exits while a TMA store may still read its shared memory (no covering
+        `wait_group ... read` by the issuer)
   TS490 outside what the argument covers (UNKNOWN)
 """
 
@@ -37,6 +39,9 @@ PROPS = (
     Prop("read-permission", ("TS304",), "every shared-memory read holds a share of it"),
     Prop("release-order", ("TS305",),
          "no class accesses a region after its own arrive released it"),
+    Prop("stores-read-at-exit", ("TS307",),
+         "every TMA store has finished reading shared memory when the block exits (its "
+         "issuer waited with wait_group ... read)"),
 )
 
 def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:

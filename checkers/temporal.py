@@ -255,7 +255,7 @@ def primary(kernel: ir.Kernel, options: CheckOptions) -> Primary | None:
 
 # Tie-break between violations reached in equally many steps.
 PRIORITY = ("TS402", "TS405", "TS401", "TS409", "TS404", "TS403", "TS407", "TS408", "TS301",
-            "TS303", "TS305", "TS302", "TS304", "TS406", "TS420", "TS410")
+            "TS303", "TS305", "TS302", "TS304", "TS406", "TS420", "TS410", "TS307", "TS430")
 
 
 def _depth(f: Finding, mach: Machine) -> int:
@@ -302,14 +302,16 @@ def obligations(checker: str, family: str, props: tuple[Prop, ...], run: Run,
         found = {c: v for c, v in found.items() if c.startswith("TS3")}
     else:
         found = {c: v for c, v in found.items() if not c.startswith("TS3")}
-    settled = out.complete and not any(not f.soft and c not in DEADLOCKS
-                                       for c, (f, _, _) in found.items())
-    static = tx_range_static(kernel, options) if family == "TS4" else None
-    first = None if (settled and not found and static is None) else primary(kernel, options)
-    if first is not None and first.code.startswith(family) and first.finding is not None:
-        found[first.code] = (first.finding, first.cfg, first.mach)
+    # A hard finding of any family cuts runs short: what lies past it is unexplored, so
+    # this checker's other properties are unsettled -- consequences of that refutation,
+    # not unknowns of their own.
     cut = [c for c, _ in out_codes(out) if c not in DEADLOCKS]
     complete = out.complete and not cut
+    static = tx_range_static(kernel, options) if family == "TS4" else None
+    clean = complete and not out.findings and static is None
+    first = None if clean else primary(kernel, options)
+    if first is not None and first.code.startswith(family) and first.finding is not None:
+        found[first.code] = (first.finding, first.cfg, first.mach)
     method = _method(out)
     base_ev = {**evidence, **_stats(run)}
     results = []
@@ -345,9 +347,10 @@ def obligations(checker: str, family: str, props: tuple[Prop, ...], run: Run,
                                       evidence=base_ev))
         elif first is not None:
             results.append(Obligation(checker, name, Verdict.UNKNOWN, method, kernel.span,
-                                      None, f"{prop.claim}: not settled (the kernel is "
-                                      f"already refuted, {first.code})", Severity.NOTE,
-                                      run.seconds, evidence=base_ev))
+                                      None, f"{prop.claim}: not settled, follows from the "
+                                      f"refutation of {first.code} (the kernel is already "
+                                      "refuted)", Severity.NOTE, run.seconds,
+                                      evidence={**base_ev, "follows from": first.code}))
         else:
             why = out.reason or ("the exploration stopped at an error (" + ", ".join(sorted(cut))
                                  + ") before covering every run")

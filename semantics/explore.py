@@ -53,6 +53,10 @@ from tilesafe.semantics.events import (
 )
 
 END = "end"
+# Per barrier instance (state[6]): a TMA load was issued during the current phase; a phase
+# with a load completed and no wait on the instance has passed since. A block that exits
+# with either bit set exits with a load nobody is ordered after (TS430).
+LOAD_IN_PHASE, LOAD_UNOBSERVED = 1, 2
 _EMPTY: frozenset = frozenset()
 _SYNC = frozenset({("s",)})
 FREE = ("F",)
@@ -515,7 +519,9 @@ class Machine:
         if self.ownership:
             perms = tuple((frozenset({(FREE, self.unit)}), ()) for _ in self.atom_mask)
         defined = (False,) * len(self.atom_mask) if self.ownership else ()
-        return (agents, bars, obs, (), perms, defined)
+        lflags = (0,) * self.ninst
+        sages = ((),) * self.n
+        return (agents, bars, obs, (), perms, defined, lflags, sages)
 
     # ---- moves -----------------------------------------------------------------------------
 
@@ -836,6 +842,43 @@ class Machine:
         return (f"{self.labels[inst]}: phase {n} (parity {st.parity}), pending "
                 f"{st.pending}/{st.expected}, tx {st.tx}")
 
+    def exit_violation(self, state: tuple) -> tuple[str, str, Span | None] | None:
+        """At a state where every agent has finished: asynchronous work the block may leave
+        behind. PTX does not drain the copy engine at exit: a TMA store whose shared-memory
+        reads no `wait_group ... read` of its issuer covered (TS307), or a TMA load whose
+        landing no wait is ordered after (TS430), may still be running when the block's
+        shared memory is handed to the next block -- undefined behaviour. Copies finishing
+        early in one interleaving prove nothing: the copy engine may be slower."""
+        for a, ages in enumerate(state[7]):
+            if ages:
+                span = self._span_of(a, "tma_store")
+                return ("TS307", f"{self.agents[a].cls.name} exits with a TMA store whose "
+                        "shared-memory reads no 'wait_group 0 read' (or a covering "
+                        "wait_group) waited for: the block may exit while the copy engine "
+                        "still reads its shared memory", span)
+        for inst, flags in enumerate(state[6]):
+            if flags:
+                span = self._load_span(inst)
+                return ("TS430", f"the block exits with a TMA load signalling "
+                        f"{self.labels[inst]} that no wait is ordered after: the copy may "
+                        "still be writing shared memory when the block exits (a load "
+                        "nobody consumes)", span)
+        return None
+
+    def _span_of(self, a: int, op: str) -> Span | None:
+        for ins in reversed(self.agents[a].code):
+            if ins.op == op and ins.stmt is not None:
+                return ins.stmt.span
+        return None
+
+    def _load_span(self, inst: int) -> Span | None:
+        name = self.model.instances[inst][0]
+        for ag in self.agents:
+            for ins in reversed(ag.code):
+                if ins.op == "tma_load" and ins.bar == name and ins.stmt is not None:
+                    return ins.stmt.span
+        return None
+
     def classify_deadlock(self, state: tuple) -> tuple[str, str]:
         """The code of a deadlock and why: TS420 all at sync; TS407 tx-count stuck;
         TS406 a phase short of arrivals; TS408 a wait for a phase the parity misnames;
@@ -889,12 +932,15 @@ class _Mut:
         self.copies = list(state[3])
         self.perms = list(state[4])
         self.defined = list(state[5])
+        self.lflags = list(state[6])
+        self.sages = list(state[7])
         self.soft: _Error | None = None
         self.rec = rec
 
     def freeze(self) -> tuple:
         return (tuple(self.agents), tuple(self.bars), tuple(self.obs),
-                tuple(sorted(self.copies)), tuple(self.perms), tuple(self.defined))
+                tuple(sorted(self.copies)), tuple(self.perms), tuple(self.defined),
+                tuple(self.lflags), tuple(self.sages))
 
     def note(self, **kw: Any) -> None:
         if self.rec is not None:
@@ -915,6 +961,8 @@ class _Mut:
         completed = new.parity != st.parity
         self.bars[inst] = (new, init_by, fenced, min(ncomp + 1, 2) if completed else ncomp)
         if completed:
+            if self.lflags[inst] & LOAD_IN_PHASE:
+                self.lflags[inst] = (self.lflags[inst] & ~LOAD_IN_PHASE) | LOAD_UNOBSERVED
             self.on_complete(inst, span)
             self.canon(inst)
 
@@ -1143,6 +1191,7 @@ class _Mut:
                                    "wait cannot tell them apart", span, soft=True)
         self.obs[k] = 0
         self.canon(inst)
+        self.lflags[inst] &= ~LOAD_UNOBSERVED  # this wait is ordered after every landed load
         self.note(observes=inst)
         if m.ownership:
             for x in m.guard_atoms[inst]:
@@ -1257,6 +1306,7 @@ class _Mut:
                     self.set_holders(x, h)
                     self.set_unfenced(x, ())
             self.copies.append(("L", inst, ins.nbytes, True, atoms))
+            self.lflags[inst] |= LOAD_IN_PHASE
             self.note(copy=("L", inst))
 
     def op_tma_store(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
@@ -1284,9 +1334,12 @@ class _Mut:
                     h[("A", a)] = mine - frac
                     self.set_holders(x, h)
             self.copies.append(("S", a, 0, atoms, frac))
+            if 0 not in self.sages[a]:
+                self.sages[a] = tuple(sorted(self.sages[a] + (0,)))
             self.note(copy=("S", a))
 
     def op_commit(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
+        self.sages[a] = tuple(age + 1 for age in self.sages[a])
         self.copies = [(c[0], c[1], c[2] + 1, c[3], c[4]) if c[0] == "S" and c[1] == a else c
                        for c in self.copies]
         if self.m.ownership:
@@ -1297,6 +1350,7 @@ class _Mut:
                     self.set_holders(x, hh)
 
     def op_wait_group(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
+        self.sages[a] = tuple(age for age in self.sages[a] if age <= ins.pending)
         if not self.m.ownership:
             return
         for x, (h, _) in enumerate(self.perms):
@@ -1422,6 +1476,12 @@ def search(m: Machine, roots: list[tuple], por: bool, max_states: int,
             break
         if not enabled:
             if all(m.instr(st, a).op == END for a in range(m.n)) and not st[3]:
+                bad = m.exit_violation(st)
+                if bad is not None:
+                    root, path = path_to(parents, st)
+                    found(bad[0], Finding(bad[0], bad[1], bad[2], path, root, False,
+                                          {"state": st}), d)
+                    continue
                 stats.finals += 1
                 if first_final is None:
                     first_final = st

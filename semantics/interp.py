@@ -29,6 +29,9 @@ should be):
   its copy landed shows up in the output.
 - A TMA load lands atomically in one step; a TMA store reads shared memory in one step and
   writes global memory in a later one (so `wait_group N read` is observable).
+- The copy engine is not drained at exit: when every thread has finished, a load still in
+  flight is TS430 and a store that has not read shared memory yet is TS307 (a store with
+  only its global writes left finishes).
 - `fence proxy_async` covers a thread's generic shared writes made since its last release
   (`sync`, `arrive`, the convergence of `one per warp`); a TMA store that reads a byte still
   covered by no fence is TS301.
@@ -425,6 +428,8 @@ class _Block:
                     stuck = [tid for tids in blocked.values() for tid in tids]
                     raise self._annotate(self._deadlock(stuck))
                 return
+            if copies and not ready and not passable and not blocked:
+                self._exit_with_copies()
             if run.step >= run.max_steps:
                 raise self._annotate(self.err(E.STEP_LIMIT, f"step limit {run.max_steps} "
                                               "reached", self.kernel.span, None))
@@ -470,6 +475,24 @@ class _Block:
                 run.trace.append(TraceEvent(run.step, self.block_idx, agent, kind, stmt.span,
                                             self.note))
             run.step += 1
+
+    def _exit_with_copies(self) -> None:
+        """Every thread has finished. PTX does not drain the copy engine at exit: a load
+        still in flight, or a store that has not read its shared memory yet, touches
+        memory the block no longer owns (undefined behaviour). Stores that only have their
+        global writes left may finish."""
+        for c in self.copies:
+            if c.kind == "load":
+                name, i = c.bar
+                raise self.err(E.EXIT_LOAD, f"every thread finished while a TMA load into "
+                               f"'{c.buffer}' (signalling {self.label(name, i)}) is still in "
+                               "flight: nothing waited for it", c.stmt.span, None,
+                               issuer=c.tid, barriers=self.barrier_states())
+            if not c.read_done:
+                raise self.err(E.EXIT_STORE, f"every thread finished while a TMA store from "
+                               f"'{c.buffer}' (thread {c.tid}) has not read shared memory "
+                               "yet: 'wait_group 0 read' before exit", c.stmt.span, None,
+                               issuer=c.tid)
 
     def _advance(self, t: _Thread) -> Any:
         try:

@@ -894,6 +894,11 @@ class _Levels:
                         code, why = m.classify_deadlock(st)
                         self._find(Finding(code, why, None, self.path_to(st), self.root, False,
                                            {"state": st}), lvl)
+                    else:
+                        bad = m.exit_violation(st)
+                        if bad is not None:
+                            self._find(Finding(bad[0], bad[1], bad[2], self.path_to(st),
+                                               self.root, False, {"state": st}), lvl)
                     continue
                 for mv, new, info in succ:
                     self.transitions += 1
