@@ -24,7 +24,7 @@ class CheckOptions:
                    trip count, the level sets and tails, both checkers' semantics, replays
                    (--max-states N)
     max_seconds    wall-clock time of those searches, per kernel (--timeout SECONDS)
-    max_memory_mb  memory they may add to the process, per kernel (--max-memory MB)
+    max_memory_mb  resident size of the verifying process while they run (--max-memory MB)
     """
 
     timeout_ms: int = 10_000

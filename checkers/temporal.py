@@ -22,6 +22,7 @@ from tilesafe.frontend import ir
 from tilesafe.frontend.ir import describe_threads
 from tilesafe.frontend.walk import statements
 from tilesafe.semantics import mbarrier as mb
+from tilesafe.semantics import witness
 from tilesafe.semantics.budget import BUDGET_CODE, Budget
 from tilesafe.semantics.events import (
     Lets,
@@ -37,7 +38,6 @@ from tilesafe.semantics.explore import (
     Finding,
     Machine,
     replay,
-    search,
     trace_lines,
 )
 from tilesafe.semantics.parametric import Config, Enc, Outcome, explore_all
@@ -111,6 +111,7 @@ def explore(kernel: ir.Kernel, ownership: bool, options: CheckOptions,
         run = Run(None, None, exc, time.perf_counter() - t0, budget=budget)
         _CACHE[key] = (kernel, run)
         return run
+    witness.resolve(model, outcome, budget)  # candidates: confirmed on one block, or unknown
     run = Run(model, outcome, None, time.perf_counter() - t0, budget=budget)
     if compare_por and outcome.states <= NO_POR_BUDGET and budget.exceeded is None:
         # Evidence only (how much the reduction saves): its own small budget, so that it
@@ -132,44 +133,9 @@ def explore(kernel: ir.Kernel, ownership: bool, options: CheckOptions,
 
 def concretize(run: Run, finding: Finding, cfg: Config, mach: Machine
                ) -> tuple[Machine, Finding, Config]:
-    """A finding whose run does not start at the initial state (a tail started from a
-    level set, or the far system) is re-found in a plain exploration of its trip count, so
-    that the trace starts at the beginning of the kernel."""
-    if finding.root == mach.initial() and cfg.kind == "full":
-        return mach, finding, cfg
-    model = run.model
-    assert model is not None
-    # Runs of the far system are valid, move for move, in any system with a trip count
-    # that keeps the same levels away from the end: try the smallest such trip counts.
-    if cfg.kind.startswith("level") and cfg.trip is not None and finding.root == mach.initial():
-        arg = run.outcome.argument
-        depth = int(cfg.kind.split()[1]) + int(arg.get("K", 0)) + 2
-        for trip in range(depth, depth + 2 * max(1, int(arg.get("P", 1))) + 1):
-            sizes = _sizes_for_trip(run, trip)
-            if sizes is None:
-                continue
-            small = Machine(model, sizes)
-            steps, _, _ = replay(small, small.initial(), finding.path)
-            if steps and len(steps) == len(finding.path):
-                return small, Finding(finding.code, finding.message, finding.span,
-                                      finding.path, small.initial(), finding.soft,
-                                      finding.detail), Config(sizes, trip, "full")
-        return mach, finding, cfg
-    small = Machine(model, cfg.sizes)
-    res = search(small, [small.initial()], True, 200_000, budget=run.budget)
-    again = res.findings.get(finding.code)
-    if again is not None:
-        return small, again, Config(cfg.sizes, cfg.trip, "full")
-    return mach, finding, cfg
-
-
-def _sizes_for_trip(run: Run, trip: int) -> dict[str, int] | None:
-    from tilesafe.semantics.parametric import Argument
-    arg = Argument(run.model, True, 1000, 5000)
-    group, _ = arg._group()
-    if group is None:
-        return None
-    return arg._sizes_for(group, trip)
+    """The finding's run from the beginning of the kernel (semantics/witness.py)."""
+    assert run.model is not None and run.outcome is not None
+    return witness.from_start(run.model, run.outcome, finding, cfg, mach, run.budget)
 
 
 def counterexample(run: Run, finding: Finding, cfg: Config, mach: Machine) -> dict[str, Any]:
@@ -308,7 +274,7 @@ def obligations(checker: str, family: str, props: tuple[Prop, ...], run: Run,
     cut = [c for c, _ in out_codes(out) if c not in DEADLOCKS]
     complete = out.complete and not cut
     static = tx_range_static(kernel, options) if family == "TS4" else None
-    clean = complete and not out.findings and static is None
+    clean = complete and not out.findings and static is None and not out.unsettled
     first = None if clean else primary(kernel, options)
     if first is not None and first.code.startswith(family) and first.finding is not None:
         found[first.code] = (first.finding, first.cfg, first.mach)
@@ -341,7 +307,13 @@ def obligations(checker: str, family: str, props: tuple[Prop, ...], run: Run,
                 ev = {**base_ev, "code": f.code, "follows from": first.code}
             results.append(Obligation(checker, name, Verdict.REFUTED, method, span,
                                       code, message, severity, run.seconds, cex, ev))
-        elif complete:
+        elif any(c in out.unsettled for c in prop.codes) and first is None:
+            why = next(out.unsettled[c] for c in prop.codes if c in out.unsettled)
+            results.append(Obligation(checker, name, Verdict.UNKNOWN, method, kernel.span,
+                                      witness.UNSETTLED_CODE, f"{prop.claim}: not established "
+                                      f"(possible violation: {why})", seconds=run.seconds,
+                                      evidence=base_ev))
+        elif complete and not any(c in out.unsettled for c in prop.codes):
             results.append(Obligation(checker, name, Verdict.PROVED, method, kernel.span,
                                       None, prop.claim, seconds=run.seconds,
                                       evidence=base_ev))

@@ -42,8 +42,9 @@ def _rss_bytes() -> int:
 
 
 class Budget:
-    """States, wall-clock seconds and memory growth (MB over the process size when the
-    budget was created) allowed to one verification. None means unlimited."""
+    """States, wall-clock seconds and memory (resident size of the process, MB) allowed to
+    one verification. None means unlimited. Memory is the process's size, not growth: a
+    long-lived process reuses freed memory, so growth would not show a search's size."""
 
     def __init__(self, max_states: int | None = None, seconds: float | None = None,
                  memory_mb: int | None = None) -> None:
@@ -52,7 +53,6 @@ class Budget:
         self.memory_mb = memory_mb
         self.states = 0
         self.start = time.monotonic()
-        self.base_rss = _rss_bytes() if memory_mb is not None else 0
         self.exceeded: str | None = None
         self._next_check = 1  # the first state checks too; then every CHECK_EVERY
 
@@ -74,8 +74,7 @@ class Budget:
         if self.seconds is not None and time.monotonic() - self.start > self.seconds:
             self._stop(f"time budget of {self.seconds:g} s spent (raise --timeout)")
         if self.memory_mb is not None:
-            grown = (_rss_bytes() - self.base_rss) / (1 << 20)
-            if grown > self.memory_mb:
+            if _rss_bytes() / (1 << 20) > self.memory_mb:
                 self._stop(f"memory budget of {self.memory_mb} MB spent (raise --max-memory)")
 
     def remaining_ms(self, cap: int) -> int:

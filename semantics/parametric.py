@@ -46,7 +46,9 @@ from tilesafe.semantics.explore import (
     Machine,
     SearchResult,
     Stats,
+    finding_key,
     path_to,
+    rank,
     search,
 )
 
@@ -80,6 +82,8 @@ class Outcome:
     # ownership: "class @ line N (op)" -> the distinct shares it holds there
     points: dict[str, set[str]] = field(default_factory=dict)
     budget: bool = False  # incomplete because the verification budget is spent (TS491)
+    # code -> why: candidate violations that exact footprints did not confirm (TS492)
+    unsettled: dict[str, str] = field(default_factory=dict)
 
 
 class Timeout(Exception):
@@ -598,7 +602,7 @@ class Argument:
         self.out.states += levels.states
         self.out.transitions += levels.transitions
         for f in levels.findings.values():
-            lvl = levels.finding_level.get(f.code, 0)
+            lvl = levels.finding_level.get(finding_key(f), 0)
             self.out.findings.append((f, Config(big, t_big, f"level {lvl}"), mach))
         if not ok:
             self.out.complete = False
@@ -957,10 +961,13 @@ class _Levels:
         return (tuple(agents), bars) + state[2:]
 
     def _find(self, f: Finding, lvl: int) -> None:
-        if f.code not in self.findings:
-            self.findings[f.code] = f
-            self.finding_level[f.code] = lvl
-        self.stop = True
+        key = finding_key(f)
+        old = self.findings.get(key)
+        if old is None or rank(f) < rank(old):
+            self.findings[key] = f
+            self.finding_level[key] = lvl
+        if not f.detail.get("candidate"):
+            self.stop = True
 
 
 def _shape(e: Any) -> Any:
@@ -1020,6 +1027,33 @@ def _show(e: ir.Expr) -> str:
     return "..."
 
 
+def sample_sizes(model: Model, timeout_ms: int = 2000,
+                 floors: tuple[int, ...] = (32, 100, 1000)) -> list[dict[str, int]]:
+    """A few allowed size assignments with every size at least each floor in turn (where
+    `where` allows): launches large enough for guards on sizes to let every thread of a
+    block through, for witnesses that the smallest sizes do not show."""
+    arg = Argument(model, True, 1, timeout_ms)
+    out: list[dict[str, int]] = []
+    for floor in floors:
+        try:
+            sizes = arg._some_sizes([lambda enc, f=floor: z3.And(
+                [v >= f for v in enc.sizes.values()] or [z3.BoolVal(True)])])
+        except Timeout:
+            break
+        if sizes is not None and sizes not in out:
+            out.append(sizes)
+    return out
+
+
+def sizes_for_trip(model: Model, trip: int, timeout_ms: int = 5000) -> dict[str, int] | None:
+    """An allowed size assignment whose parametric loops run `trip` times (None if none)."""
+    arg = Argument(model, True, 1000, timeout_ms)
+    group, _ = arg._group()
+    if group is None:
+        return None
+    return arg._sizes_for(group, trip)
+
+
 def explore_all(model: Model, por: bool, max_states: int, timeout_ms: int,
                 budget: Budget | None = None) -> Outcome:
     """The verdict material for a model: see the module docstring. Without `budget`, the
@@ -1027,4 +1061,5 @@ def explore_all(model: Model, por: bool, max_states: int, timeout_ms: int,
     return Argument(model, por, max_states, timeout_ms, budget).run()
 
 
-__all__ = ["Config", "Outcome", "explore_all", "Instr", "Stats"]
+__all__ = ["Config", "Outcome", "explore_all", "sample_sizes", "sizes_for_trip", "Instr",
+           "Stats"]

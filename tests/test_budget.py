@@ -40,7 +40,7 @@ def test_too_small_budget_is_unknown_never_proved(options: CheckOptions, option:
 
 
 def test_memory_budget_is_unknown():
-    obs = temporal(GOOD / "warp_specialized.tsk", CheckOptions(max_memory_mb=1))
+    obs = temporal(GOOD / "pipeline2.tsk", CheckOptions(max_memory_mb=1))
     assert all(o.verdict is not Verdict.PROVED for o in obs)
     assert "--max-memory" in obs[0].message and obs[0].code == "TS491"
 

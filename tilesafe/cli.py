@@ -371,7 +371,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="states for the temporal searches of one kernel, all together "
                              "(default 1000000); past it: unknown")
     verify.add_argument("--max-memory", type=int, metavar="MB",
-                        help="memory those searches may add (default 4096); past it: unknown")
+                        help="resident memory of the process while those searches run "
+                             "(default 4096); past it: unknown")
     verify.add_argument("--query-timeout", type=int, metavar="MS",
                         help="per solver/ISL query (default 10000); past it: unknown")
     return p
