@@ -40,7 +40,9 @@ from tilesafe.semantics.explore import (
     replay,
     trace_lines,
 )
+from tilesafe.semantics.guide import guide_for
 from tilesafe.semantics.parametric import Config, Enc, Outcome, explore_all
+from tilesafe.semantics.schedule import Guide
 
 UNKNOWN_CODE = "TS490"
 NO_POR_BUDGET = 600  # states: below this, also count the search without the reduction
@@ -452,3 +454,46 @@ def arrival_table(model: Model) -> list[str]:
                             f"({ag.cls.size} threads, mode {mode}) -> {ins.count} arrival(s) on "
                             f"{ins.bar} (count {bar.count})")
     return rows
+
+
+# ---- replay in the reference interpreter ------------------------------------------------------
+
+
+def interpreter_guide(kernel: ir.Kernel, options: CheckOptions, code: str | None = None,
+                      sizes: Mapping[str, int] | None = None
+                      ) -> tuple[dict[str, int], Guide] | None:
+    """The kernel's primary refutation (or the first one of `code`) as a schedule the
+    reference interpreter follows (semantics/guide.py): the launch sizes and the Guide for
+    the witness block (block 0 when the violation does not depend on the block). With
+    `sizes`, the run is followed in that launch instead, when it is a run of it too (a
+    longer trip count leaves room for the consequences of an early violation)."""
+    hit = None
+    if code is None:
+        first = primary(kernel, options)
+        if first is not None and first.finding is not None:
+            hit = (first.finding, first.cfg, first.mach, first.run)
+    else:
+        for ownership in (True, False):
+            run = explore(kernel, ownership, options)
+            if run.outcome is None:
+                continue
+            for f, cfg, mach in run.outcome.findings:
+                if f.code == code:
+                    hit = (f, cfg, mach, run)
+                    break
+            if hit is not None:
+                break
+    if hit is None:
+        return None
+    f, cfg, mach, run = hit
+    mach, f, cfg = concretize(run, f, cfg, mach)
+    w = f.detail.get("witness")
+    block = tuple(w["block"]) if w else (0,) * len(kernel.grid)
+    if sizes is not None and dict(sizes) != dict(cfg.sizes):
+        other = Machine(run.model, sizes)
+        steps, _, _ = replay(other, other.initial(), f.path)
+        if len(steps) != len(f.path):
+            return None
+        f = replace(f, root=other.initial())
+        return dict(sizes), guide_for(run.model, other, f, block)
+    return dict(cfg.sizes), guide_for(run.model, mach, f, block)

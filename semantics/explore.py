@@ -1663,6 +1663,14 @@ def search(m: Machine, roots: list[tuple], por: bool, max_states: int,
                 stats.reason = exc.reason
                 stats.budget = True
                 break
+        if all(m.instr(st, a).op == END for a in range(m.n)):
+            # The block exits here: copies still in flight are the witness of TS307/TS430.
+            bad = m.exit_violation(st)
+            if bad is not None:
+                root, path = path_to(parents, st)
+                found(bad[0], Finding(bad[0], bad[1], bad[2], path, root, False,
+                                      {"state": st}), d)
+                continue
         try:
             succ, enabled, _ = m.successors(st, por)
         except Unsupported as exc:
@@ -1671,12 +1679,6 @@ def search(m: Machine, roots: list[tuple], por: bool, max_states: int,
             break
         if not enabled:
             if all(m.instr(st, a).op == END for a in range(m.n)) and not st[3]:
-                bad = m.exit_violation(st)
-                if bad is not None:
-                    root, path = path_to(parents, st)
-                    found(bad[0], Finding(bad[0], bad[1], bad[2], path, root, False,
-                                          {"state": st}), d)
-                    continue
                 stats.finals += 1
                 if first_final is None:
                     first_final = st

@@ -891,6 +891,12 @@ class _Levels:
                 except BudgetExceeded as exc:
                     self.arg.out.budget = True
                     return False, exc.reason
+                if all(m.instr(st, a).op == END for a in range(m.n)):
+                    bad = m.exit_violation(st)
+                    if bad is not None:
+                        self._find(Finding(bad[0], bad[1], bad[2], self.path_to(st),
+                                           self.root, False, {"state": st}), lvl)
+                        continue
                 succ, enabled, _ = m.successors(st, por)
                 if not enabled:
                     live = [a for a in range(m.n) if m.instr(st, a).op != END]
@@ -898,11 +904,6 @@ class _Levels:
                         code, why = m.classify_deadlock(st)
                         self._find(Finding(code, why, None, self.path_to(st), self.root, False,
                                            {"state": st}), lvl)
-                    else:
-                        bad = m.exit_violation(st)
-                        if bad is not None:
-                            self._find(Finding(bad[0], bad[1], bad[2], self.path_to(st),
-                                               self.root, False, {"state": st}), lvl)
                     continue
                 for mv, new, info in succ:
                     self.transitions += 1

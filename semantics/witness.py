@@ -57,7 +57,14 @@ def from_start(model: Model, outcome: Outcome, finding: Finding, cfg: Config, ma
                budget: Budget | None = None) -> tuple[Machine, Finding, Config]:
     """A finding whose run does not start at the initial state (a tail started from a level
     set, or the far system) re-found in a plain exploration of its trip count, so that the
-    run starts at the beginning of the kernel."""
+    run starts at the beginning of the kernel; a copy left running at exit gets a run that
+    shows it in flight (`in_flight_at_exit`)."""
+    mach, finding, cfg = _from_start(model, outcome, finding, cfg, mach, budget)
+    return mach, in_flight_at_exit(mach, finding, budget), cfg
+
+
+def _from_start(model: Model, outcome: Outcome, finding: Finding, cfg: Config, mach: Machine,
+                budget: Budget | None = None) -> tuple[Machine, Finding, Config]:
     if finding.root == mach.initial() and cfg.kind == "full":
         return mach, finding, cfg
     # Runs of the far system are valid, move for move, in any system with a trip count
@@ -80,6 +87,42 @@ def from_start(model: Model, outcome: Outcome, finding: Finding, cfg: Config, ma
     if again is not None:
         return small, again, Config(cfg.sizes, cfg.trip, "full")
     return mach, finding, cfg
+
+
+EXIT_CODES = ("TS307", "TS430")
+
+
+def in_flight_at_exit(mach: Machine, finding: Finding, budget: Budget | None = None,
+                      limit: int = 20_000) -> Finding:
+    """For a copy left running at exit (TS307, TS430): a run that shows the copy still in
+    flight when the last thread ends. The search found the violation where it is decided
+    (the flags of the state), on a run in which the copy may well have landed in time; this
+    depth-first search runs the threads first and the copy engine only when no thread can
+    move -- a slow copy engine -- and stops at the first exit with a violating copy in
+    flight. Without one within `limit` states, the finding stays as it is."""
+    if finding.code not in EXIT_CODES:
+        return finding
+    start = mach.initial()
+    stack: list[tuple[tuple, tuple]] = [(start, ())]
+    seen = {start}
+    while stack and len(seen) < limit:
+        st, path = stack.pop()
+        if budget is not None:
+            budget.charge()
+        if all(mach.instr(st, a).op == "end" for a in range(mach.n)):
+            bad = mach.exit_violation(st)
+            if st[3] and bad is not None and bad[0] == finding.code:
+                return replace(finding, path=path, root=start, detail={**finding.detail,
+                                                                        "state": st})
+            continue
+        succ, _, _ = mach.successors(st, False)
+        threads = [(mv, nxt) for mv, nxt, _ in succ if mv[0] != "c" and nxt is not None]
+        moves = threads or [(mv, nxt) for mv, nxt, _ in succ if nxt is not None]
+        for mv, nxt in reversed(moves):
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append((nxt, path + (mv,)))
+    return finding
 
 
 # ---- confirming candidates -----------------------------------------------------------------
