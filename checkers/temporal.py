@@ -69,21 +69,18 @@ class Run:
 
 
 _CACHE: dict[tuple[int, bool, CheckOptions], tuple[ir.Kernel, Run]] = {}
-_BUDGETS: dict[tuple[int, CheckOptions], tuple[ir.Kernel, Budget]] = {}
 
 
 def budget_for(kernel: ir.Kernel, options: CheckOptions) -> Budget:
     """The one budget every temporal search of this kernel draws from (both checkers, both
-    semantics, replays), so the limits bound the verification of the kernel as a whole."""
-    key = (id(kernel), options)
-    hit = _BUDGETS.get(key)
-    if hit is not None and hit[0] is kernel:
-        return hit[1]
-    if len(_BUDGETS) > 64:
-        _BUDGETS.clear()
-    budget = Budget(options.max_states, options.max_seconds, options.max_memory_mb)
-    _BUDGETS[key] = (kernel, budget)
-    return budget
+    semantics, replays), so the limits bound the verification of the kernel as a whole:
+    that of the kernel's other exploration when it is still cached (the same
+    verification), else a fresh one (its clock starts now)."""
+    for ownership in (True, False):
+        hit = _CACHE.get((id(kernel), ownership, options))
+        if hit is not None and hit[0] is kernel and hit[1].budget is not None:
+            return hit[1].budget
+    return Budget(options.max_states, options.max_seconds, options.max_memory_mb)
 
 
 def explore_barrier(kernel: ir.Kernel, options: CheckOptions) -> Run:
