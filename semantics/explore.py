@@ -15,6 +15,16 @@ State (a tuple, hashed as a whole):
            and ("S", class, group age, atoms, fraction) (age 0 = open bulk group)
   perms    ownership only, per atom of shared memory: (holders with their shares in
            integer units of the atom, unfenced generic writers (class, published?))
+  defined  ownership only, per atom: 0 never written, MAYBE_DEFINED, DEFINED, or a cover
+           (>= COVER: written if launch-constant conditions held for the writers)
+  lflags   per barrier instance: LOAD_IN_PHASE / LOAD_UNOBSERVED (exit: TS430)
+  sages    per class: bulk-group ages of TMA stores no wait_group covered (exit: TS307)
+  wins     ownership only, per class: (open, published, acquired) interned thread maps of
+           its accesses not yet ordered among its threads (semantics/footprint.py)
+
+Races between threads of one class and uninitialised reads are *candidates* (soft findings
+with detail["candidate"]): they do not cut a search short, and the checker confirms them on
+exact footprints (semantics/witness.py) before refuting.
 
 Permission holders: ("A", class), ("F",) free (claimable: after init and after `sync`),
 ("P", instance) deposited into a barrier's current phase, ("E", instance, class) released
