@@ -127,14 +127,15 @@ def run_kernel(
     schedule: Sequence[int] | None = None,
     max_steps: int = DEFAULT_MAX_STEPS,
     record_trace: bool = False,
-    policy: str = "random",
+    policy: str | Any = "random",
     guide: Guide | None = None,
 ) -> RunResult:
     """Run every block of `kernel` for concrete `sizes` on copies of `inputs`.
 
     The scheduler (semantics/schedule.py): `policy` "random" (uniform, seeded) or "pct"
     (adversarial priorities, the copy engine last); with `guide`, a checker counterexample
-    is followed in its block first. `schedule` replays a recorded run before any of them.
+    is followed in its block first; or a policy object of that module (to inspect it after
+    the run). `schedule` replays a recorded run before any of them.
 
     `inputs` must hold every global tensor (outputs too: their initial contents) with the
     shape the sizes give and the numpy dtype of smem.NUMPY_DTYPE (bf16 as uint16 patterns).
@@ -153,8 +154,8 @@ def run_kernel(
             raise ValueError(f"tensor '{t.name}' must be {np.dtype(want).name}"
                              f"{list(shapes[t.name])}, got {a.dtype.name}{list(a.shape)}")
         arrays[t.name] = np.array(a, dtype=want, order="C", copy=True)
-    run = _Run(kernel, dict(sizes), arrays, seed, schedule, max_steps, record_trace,
-               make_policy(policy, seed, guide))
+    chooser = make_policy(policy, seed, guide) if isinstance(policy, str) else policy
+    run = _Run(kernel, dict(sizes), arrays, seed, schedule, max_steps, record_trace, chooser)
     with np.errstate(all="ignore"):
         for bz in range(grid[2] if len(grid) > 2 else 1):
             for by in range(grid[1] if len(grid) > 1 else 1):

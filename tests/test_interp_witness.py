@@ -111,10 +111,7 @@ def test_counterexample_replay_is_followed():
     assert isinstance(policy, GuidedPolicy)
     inputs = random_inputs(k, sizes, 1)
     with pytest.raises(InterpError) as info:
-        from tilesafe.semantics import interp
-        run = interp._Run(k, dict(sizes), {n: np.array(a) for n, a in inputs.items()}, 0,
-                          None, interp.DEFAULT_MAX_STEPS, False, policy)
-        interp._Block(run, (0,)).execute()
+        run_kernel(k, sizes, inputs, policy=policy)
     assert info.value.code == "TS430"
     # Every move was followed; the error is raised as the last one ends the last thread.
     assert policy.abandoned is None and policy.followed >= len(guide.steps) - 1
