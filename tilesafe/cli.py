@@ -387,7 +387,7 @@ def _cmd_verify(args: argparse.Namespace, out: _Out) -> int:
             diags.extend(err.diagnostics)
             continue
         for kernel in program.kernels:
-            for o in api.verify_kernel(kernel, None, only):
+            for o in api.verify_kernel(kernel, _check_options(args), only):
                 entries.append(report.Entry(path, kernel.name, o))
     if args.format == "json":
         out.json([report.diagnostic_record(d) for d in diags]
@@ -405,6 +405,19 @@ def _cmd_verify(args: argparse.Namespace, out: _Out) -> int:
     if _errors(diags):
         return USAGE
     return FAILED if any(e.obligation.failed for e in entries) else OK
+
+
+def _check_options(args: argparse.Namespace) -> Any:
+    """The verify budgets given on the command line (defaults: checkers/registry.py)."""
+    from tilesafe.checkers.registry import CheckOptions
+
+    given = {"max_seconds": args.timeout, "max_states": args.max_states,
+             "max_memory_mb": args.max_memory, "timeout_ms": args.query_timeout}
+    for flag, value in zip(("--timeout", "--max-states", "--max-memory", "--query-timeout"),
+                           given.values(), strict=True):
+        if value is not None and value <= 0:
+            raise _Usage(f"{flag} must be positive, got {value:g}")
+    return CheckOptions(**{k: v for k, v in given.items() if v is not None})
 
 
 # ---- argument parsing ----------------------------------------------------------------------
@@ -463,6 +476,17 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--format", choices=("text", "json", "sarif"), default="text")
     verify.add_argument("--only", metavar="CHECKERS",
                         help="comma-separated checker names (default: all)")
+    verify.add_argument("--timeout", type=float, metavar="SECONDS",
+                        help="time for the temporal searches of one kernel (default 300); "
+                             "past it: unknown")
+    verify.add_argument("--max-states", type=int, metavar="N",
+                        help="states for the temporal searches of one kernel, all together "
+                             "(default 1000000); past it: unknown")
+    verify.add_argument("--max-memory", type=int, metavar="MB",
+                        help="resident memory of the process while those searches run "
+                             "(default 4096); past it: unknown")
+    verify.add_argument("--query-timeout", type=int, metavar="MS",
+                        help="per solver/ISL query (default 10000); past it: unknown")
     return p
 
 
