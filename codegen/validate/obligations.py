@@ -28,6 +28,8 @@ import re
 import time
 from dataclasses import dataclass, field
 
+import z3
+
 from tilesafe.checkers.obligation import Obligation, Verdict
 from tilesafe.codegen.validate import cfg as cfgmod
 from tilesafe.codegen.validate import encode
@@ -71,6 +73,8 @@ OPERAND_CODE = {"ld": ADDRESS, "st": ADDRESS, "mbar.init": MBARRIER, "mbar.arriv
                 "tma.store": TMA, "converge": SYNC, "bar.sync": SYNC, "wait_group": SYNC}
 ONCE_KINDS = {"st", "mbar.init", "mbar.arrive", "mbar.expect_tx", "bar.sync", "converge",
               "tma.load", "tma.store", "commit", "wait_group"}
+_MEMORY_OPS = {"ld", "st", "atom", "red", "mbarrier", "cp", "bar", "barrier", "fence", "membar",
+               "elect", "prefetch", "tensormap"}
 _SMEM_DECL = re.compile(r"Dynamic shared memory:\s*(\d+)\s*bytes")
 _LD_TYPES = {ir.DType.F16: {"b16", "f16"}, ir.DType.BF16: {"b16"}, ir.DType.F32: {"f32", "b32"},
              ir.DType.I32: {"s32", "b32", "u32"}, ir.DType.U8: {"u8", "s8", "b8"}}
@@ -81,7 +85,15 @@ def validate_ptx(kernel: ir.Kernel, ptx: str, *, budget_s: float = 120.0,
     """Every translation obligation of `ptx` against `kernel` (never raises for a property
     of the input: what cannot be decided is an `unknown` obligation)."""
     T.reset()
-    return _Validator(kernel, ptx, Budget(budget_s, query_ms)).run()
+    v = _Validator(kernel, ptx, Budget(budget_s, query_ms))
+    try:
+        return v.run()
+    except (RecursionError, z3.Z3Exception, ValueError, KeyError, TypeError, AttributeError,
+            AssertionError, IndexError) as err:
+        # a defect of the validator itself must never read as "proved" (nor crash compile)
+        return v.out + [Obligation(CHECKER, "validate the PTX", Verdict.UNKNOWN, METHOD,
+                                   kernel.span, STRUCTURE, f"internal error of the validator: "
+                                   f"{type(err).__name__}: {err}")]
 
 
 @dataclass
@@ -99,6 +111,8 @@ class _Validator:
         self.sub: dict[int, Term] = {}
         self.memo: dict[int, Term] = {}
         self.loop_map: dict[int, ir.For] = {}  # PTX loop id -> IR for
+        self.loop_exact: dict[int, bool] = {}  # PTX loop id -> its loop obligation holds
+        self.exec_ok: dict[int, bool] = {}  # id(spec event) -> executes as in the IR
         self.bad_nesting: set[int] = set()  # PTX event indices whose loops do not match
 
     # -- driver ---------------------------------------------------------------------------
@@ -169,7 +183,7 @@ class _Validator:
     def _span(self, ins) -> Span:
         a = ins.annotation
         if a is not None:
-            return Span(a.line, a.col, a.line, a.col)
+            return Span(self.k.span.path, a.line, a.col, a.line, a.col)
         return self.k.span
 
     def report(self, name: str, outcome: Outcome, code: str, span: Span | None,
@@ -217,6 +231,14 @@ class _Validator:
             else:
                 out[name] = v
         return out
+
+    def witness(self, ev: Event, **extra: object) -> dict[str, object]:
+        """A concrete instance (sizes, block, thread, iterations) in which the PTX runs the
+        instruction, for structural refutations."""
+        out = self.prover.satisfiable(self.spec.assumptions + [self.p(ev.pc)])
+        cex = self.describe(out.values) if out.verdict == REFUTED else {}
+        cex.update({"instruction": ev.instr.text, "PTX line": ev.instr.line}, **extra)
+        return cex
 
     # -- substitution of PTX names by IR names --------------------------------------------
 
@@ -298,8 +320,7 @@ class _Validator:
             if a is None:
                 self.ob(name, Verdict.REFUTED, STRUCTURE, "a memory or synchronisation "
                         "instruction without a source annotation: no IR statement asks for "
-                        "it", self.k.span, {"instruction": ins.text, "line": ins.line},
-                        method="structural")
+                        "it", self.k.span, self.witness(ev), method="structural + z3")
                 continue
             m = index.get((a.line, a.col, KIND[ev.kind]))
             problem = None
@@ -322,7 +343,7 @@ class _Validator:
             if problem is not None or m is None:
                 code = SYNC if ev.kind == "wait_group" and m is not None else STRUCTURE
                 self.ob(name, Verdict.REFUTED, code, problem, self._span(ins),
-                        {"instruction": ins.text, "line": ins.line}, method="structural")
+                        self.witness(ev), method="structural + z3")
                 continue
             m.ptx.append(ev)
         return matches
@@ -356,14 +377,14 @@ class _Validator:
                     self.ob(f"PTX line {ev.instr.line}: {ev.instr.text}", Verdict.REFUTED,
                             STRUCTURE, "runs inside a loop without an iteration counter "
                             "(a spin loop): it may run any number of times",
-                            m.spec.span, {"instruction": ev.instr.text}, method="structural")
+                            m.spec.span, self.witness(ev), method="structural")
                     continue
                 if len(ptx_loops) != len(fors):
                     self.bad_nesting.add(ev.instr.index)
                     self.ob(f"PTX line {ev.instr.line}: {ev.instr.text}", Verdict.REFUTED,
                             STRUCTURE, f"inside {len(ptx_loops)} counted loop(s), its IR "
                             f"statement inside {len(fors)} for(s)", m.spec.span,
-                            {"instruction": ev.instr.text}, method="structural")
+                            self.witness(ev), method="structural")
                     continue
                 for lid, f in zip(ptx_loops, fors, strict=True):
                     uid = f.var.uid
@@ -372,7 +393,7 @@ class _Validator:
                         self.ob(f"PTX line {ev.instr.line}: {ev.instr.text}",
                                 Verdict.REFUTED, STRUCTURE, f"PTX loop L{lid} would have to be "
                                 f"two different IR loops (or for {f.var.name} two PTX loops)",
-                                m.spec.span, {"instruction": ev.instr.text},
+                                m.spec.span, self.witness(ev),
                                 method="structural")
                         break
                     owner[lid] = f
@@ -446,13 +467,26 @@ class _Validator:
                                 "PTX loop", t0)
                 continue
             info = self.res.loops[lid]
+            if not info.top_tested:
+                self.loop_exact[lid] = False
+                self.ob(name, Verdict.UNKNOWN, LOOP, f"PTX loop L{lid} leaves from elsewhere "
+                        "than its head or has a conditional back edge: only top-tested loops "
+                        "are summarised exactly", f.span, seconds=time.monotonic() - t0)
+                continue
             pc0, region, latch = self.p(info.pc0), self.p(info.region), self.p(info.latch_pc)
             n = specmod.counter(f)
+            prev = T.ilt(T.iadd(sl.lo, T.imul(T.isub(T.uint(n), T.const_int(1)),
+                                              T.const_int(sl.step))), sl.hi)
+            # reached: iteration 0, or the IR ran iteration n - 1 (a counterexample at the
+            # first difference is then a real execution; see docs/codegen.md)
+            reached = T.or_(T.eq(T.uint(n), T.const_int(0)), prev)
             results: list[tuple[str, Outcome]] = []
             # iteration n completes exactly when lo + step*n < hi (for the IR's loop)
-            results.append(("iterations", self.prover.prove(
-                hyps0 + [pc0, sl.cond, region], T.eq(latch, T.ilt(var, sl.hi)),
-                {"PTX continues": latch, "IR continues": T.ilt(var, sl.hi)})))
+            it = self.first_difference(hyps0 + [pc0, sl.cond, region, reached],
+                                       T.eq(latch, T.ilt(var, sl.hi)),
+                                       {"PTX continues": latch,
+                                        "IR continues": T.ilt(var, sl.hi)}, n)
+            results.append(("iterations (PTX runs the body / IR runs the body)", it))
             primary = [r for r, (init, _, w) in info.ivs.items()
                        if self._mentions(info.latch_pc, self.exe_value(info, r))]
             for r, (init, step, w) in info.ivs.items():
@@ -461,7 +495,8 @@ class _Validator:
                 lim = T.ile(after, T.const_int(2 ** (w - 1) - 1)) if step > 0 \
                     else T.ile(T.const_int(-(2 ** (w - 1))), after)
                 results.append((f"{r} never wraps", self.prover.prove(
-                    hyps0 + [pc0, region, latch], lim, {f"{r} after the step": after})))
+                    hyps0 + [pc0, region, latch, reached, sl.cond], lim,
+                    {f"{r} after the step": after})))
             note = ""
             if len(primary) == 1:
                 r = primary[0]
@@ -476,9 +511,27 @@ class _Validator:
             else:
                 note = "no single induction register decides the exit; checked by the " \
                        "iteration equivalence"
+            self.loop_exact[lid] = all(o.verdict == PROVED for _, o in results)
             self._combine(name, results, LOOP, f.span, t0,
                           f"PTX loop L{lid} runs iteration n exactly when {f.var.name} = lo + "
                           f"{sl.step}n < hi, without wrap-around ({note})")
+
+    def first_difference(self, hyps: list[Term], claim: Term, show: dict[str, Term],
+                         n: Term) -> Outcome:
+        """A refutation at the smallest iteration the solver can find (a few rounds): the
+        first iteration where PTX and IR differ is the one a real run reaches."""
+        out = self.prover.prove(hyps, claim, show)
+        name = str(n.val)
+        for _ in range(6):
+            if out.verdict != REFUTED or not out.values.get(name):
+                break
+            smaller = self.prover.prove(hyps + [T.ilt(T.uint(n),
+                                                      T.const_int(out.values[name]))],
+                                        claim, show)
+            if smaller.verdict != REFUTED:
+                break
+            out = smaller
+        return out
 
     def exe_value(self, info, r: str) -> Term:
         init, step, w = info.ivs[r]
@@ -526,6 +579,9 @@ class _Validator:
             return
         if not m.ptx:
             out = self.prover.satisfiable(hyps0 + [e.cond])
+            if out.verdict == REFUTED and self.opaque_memory(e):
+                out = Outcome(UNKNOWN, "an instruction the validator does not understand may "
+                              "implement it")
             if out.verdict == PROVED:
                 self.ob(f"{label}: has its instructions", Verdict.PROVED, STRUCTURE,
                         "never runs for any allowed size: no instruction needed", span,
@@ -542,12 +598,14 @@ class _Validator:
                 t1 = time.monotonic()
                 claim, shown = self.operands(e, ev)
                 hyps = hyps0 + [self.p(ev.pc), e.cond, e.inbounds]
-                out = self.prover.prove(hyps, claim, shown)
+                exact = all(self.loop_exact.get(lid, False) for lid in self.counted(ev))
+                out = self.gate(self.prover.prove(hyps, claim, shown), exact)
                 self.report(f"{label}: operands of PTX line {ev.instr.line}", out, code, span,
                             self._ok_text(e), self._bad_text(e), t1,
                             {"instruction": ev.instr.text})
         # execution: exactly the IR's instances
         t1 = time.monotonic()
+        exact = all(self.loop_exact.get(lid, False) for ev in ptx for lid in self.counted(ev))
         pcs = [self.p(ev.pc) for ev in ptx]
         if isinstance(elem, Term):
             cover = T.or_(*[T.and_(pc, T.eq(T.uint(self.p(ev.ops["addr"])),  # type: ignore
@@ -558,11 +616,13 @@ class _Validator:
         else:
             ir_to_ptx = self.prover.prove(hyps0 + [e.cond], T.or_(*pcs),
                                           {"IR runs": e.cond, "PTX runs": T.or_(*pcs)})
-        results = [("the IR runs it but the PTX does not", ir_to_ptx)]
+        results = [("the IR runs it but the PTX does not", self.gate(ir_to_ptx, exact,
+                                                                      on=PROVED))]
         for ev, pc in zip(ptx, pcs, strict=True):
             results.append((f"PTX line {ev.instr.line} runs where the IR does not",
-                            self.prover.prove(hyps0 + [pc], e.cond,
-                                              {"IR runs": e.cond, "PTX runs": pc})))
+                            self.gate(self.prover.prove(hyps0 + [pc], e.cond,
+                                                        {"IR runs": e.cond, "PTX runs": pc}),
+                                      exact)))
         if e.kind in ONCE_KINDS and len(ptx) > 1:
             for i in range(len(ptx)):
                 for j in range(i + 1, len(ptx)):
@@ -572,10 +632,32 @@ class _Validator:
                                          self.p(ptx[j].ops["addr"])))  # type: ignore
                     results.append((f"PTX lines {ptx[i].instr.line} and {ptx[j].instr.line} "
                                     "both run for one instance",
-                                    self.prover.prove(hyps0 + both, T.FALSE)))
+                                    self.gate(self.prover.prove(hyps0 + both, T.FALSE), exact)))
+        self.exec_ok[id(e)] = all(o.verdict == PROVED for _, o in results)
         self._combine(f"{label}: executes exactly when the IR does", results, EXECUTION,
                       span, t1, f"{len(ptx)} instruction(s) run for exactly the IR's "
                       "instances, once each")
+
+    @staticmethod
+    def gate(out: Outcome, exact: bool, on: str = REFUTED) -> Outcome:
+        """Inside a loop whose obligation did not hold, the PTX's reachability is only
+        over-approximated: a counterexample (on=REFUTED) may be unreachable and a proof
+        that the PTX runs an instance (on=PROVED) may be vacuous; both become unknown."""
+        if exact or out.verdict != on:
+            return out
+        return Outcome(UNKNOWN, "inside a PTX loop whose loop obligation does not hold, the "
+                       "PTX's iterations are not known exactly")
+
+    def opaque_memory(self, e: SpecEvent) -> bool:
+        """Could a not-understood instruction be this statement's implementation? (yes when
+        it claims the statement, or is an unannotated memory/synchronisation opcode)"""
+        for u in self.res.unknowns:
+            a = u.instr.annotation
+            if a is not None and (a.line, a.col) == (e.span.line, e.span.col):
+                return True
+            if a is None and u.instr.parts[0] in _MEMORY_OPS:
+                return True
+        return False
 
     def _ok_text(self, e: SpecEvent) -> str:
         return "operands equal the IR's for every instance that runs"
@@ -667,10 +749,7 @@ class _Validator:
                     self.k.span, seconds=time.monotonic() - t0, method="structural")
             return
         for ev, e in bad:
-            out = self.prover.satisfiable(self.spec.assumptions + [self.p(ev.pc)])
-            cex = self.describe(out.values) if out.verdict == REFUTED else {}
-            cex["instruction"] = ev.instr.text
-            cex["tensor written by"] = self._writer(str(e.ops["tensor"]))
+            cex = self.witness(ev, **{"tensor written by": self._writer(str(e.ops["tensor"]))})
             self.ob(f"PTX line {ev.instr.line}: {ev.instr.text}", Verdict.REFUTED, NONCOHERENT,
                     f"non-coherent load from '{e.ops['tensor']}', which the kernel writes: the "
                     "read-only cache may return stale data", e.span, cex,
@@ -724,6 +803,8 @@ class _Validator:
             out = self.prover.satisfiable(self.spec.assumptions + [e1.cond, e2.cond])
             if out.verdict == PROVED:
                 continue
+            if not (self.exec_ok.get(id(e1)) and self.exec_ok.get(id(e2))):
+                out = Outcome(UNKNOWN, "their execution conditions did not verify")
             cex = self.describe(out.values) if out.verdict == REFUTED else {}
             cex.update({"first in the IR": f"{e1.what} at {e1.span.line}:{e1.span.col}",
                         "first in the PTX": p2.instr.text})
@@ -754,8 +835,7 @@ class _Validator:
                 if inner is None or inner not in spin:
                     self.ob(name, Verdict.REFUTED, SYNC, "the try_wait is not inside a loop "
                             "of its own: the code goes on whether or not the phase completed",
-                            m.spec.span, {"instruction": ev.instr.text},
-                            seconds=time.monotonic() - t0)
+                            m.spec.span, self.witness(ev), seconds=time.monotonic() - t0)
                     continue
                 info = self.res.loops[inner]
                 lp = self.cfg.loops[inner]
@@ -768,7 +848,7 @@ class _Validator:
                         problems.append(f"the loop can exit from block {b} without the wait")
                 if problems:
                     self.ob(name, Verdict.REFUTED, SYNC, "; ".join(problems), m.spec.span,
-                            {"instruction": ev.instr.text}, seconds=time.monotonic() - t0)
+                            self.witness(ev), seconds=time.monotonic() - t0)
                     continue
                 assert ev.result is not None
                 outs = [self.prover.prove([pc], ev.result) for _, pc in info.exit_conds]
