@@ -153,7 +153,7 @@ class Encoder:
         if f is None:
             sig = [self.sort(a.w) for a in args] + [self.sort(w)]
             tag = "_".join(str(a.w) for a in args)
-            f = self.funcs[key] = z3.Function(f"{name}|{tag}|{w}", *sig)
+            f = self.funcs[key] = z3.Function(f"{name}#{tag}#{w}", *sig)
         return f
 
     def mul(self, a: z3.ExprRef, b: z3.ExprRef) -> z3.ExprRef:

@@ -374,10 +374,11 @@ class _Validator:
                 spin = [lid for lid in ev.loops if lid not in ptx_loops]
                 if ev.kind != "mbar.wait" and spin:
                     self.bad_nesting.add(ev.instr.index)
-                    self.ob(f"PTX line {ev.instr.line}: {ev.instr.text}", Verdict.REFUTED,
-                            STRUCTURE, "runs inside a loop without an iteration counter "
-                            "(a spin loop): it may run any number of times",
-                            m.spec.span, self.witness(ev), method="structural")
+                    self.ob(f"PTX line {ev.instr.line}: {ev.instr.text}", Verdict.UNKNOWN,
+                            STRUCTURE, "runs inside a loop without a recognised induction "
+                            "register (a spin loop, or a counted loop of a shape the validator "
+                            "does not summarise): it may run any number of times",
+                            m.spec.span, method="structural")
                     continue
                 if len(ptx_loops) != len(fors):
                     self.bad_nesting.add(ev.instr.index)
@@ -617,7 +618,7 @@ class _Validator:
             ir_to_ptx = self.prover.prove(hyps0 + [e.cond], T.or_(*pcs),
                                           {"IR runs": e.cond, "PTX runs": T.or_(*pcs)})
         results = [("the IR runs it but the PTX does not", self.gate(ir_to_ptx, exact,
-                                                                      on=PROVED))]
+                                                                      keep=REFUTED))]
         for ev, pc in zip(ptx, pcs, strict=True):
             results.append((f"PTX line {ev.instr.line} runs where the IR does not",
                             self.gate(self.prover.prove(hyps0 + [pc], e.cond,
@@ -639,11 +640,12 @@ class _Validator:
                       "instances, once each")
 
     @staticmethod
-    def gate(out: Outcome, exact: bool, on: str = REFUTED) -> Outcome:
-        """Inside a loop whose obligation did not hold, the PTX's reachability is only
-        over-approximated: a counterexample (on=REFUTED) may be unreachable and a proof
-        that the PTX runs an instance (on=PROVED) may be vacuous; both become unknown."""
-        if exact or out.verdict != on:
+    def gate(out: Outcome, exact: bool, keep: str | None = None) -> Outcome:
+        """Inside a loop whose obligation did not hold, the summary at the loop head is
+        neither an over- nor an under-approximation of the PTX's iterations any more (the
+        no-wrap assumption is unproved): only a verdict that does not depend on it (`keep`:
+        an IR instance the PTX cannot run at all) survives; the rest becomes unknown."""
+        if exact or out.verdict == keep or out.verdict == UNKNOWN:
             return out
         return Outcome(UNKNOWN, "inside a PTX loop whose loop obligation does not hold, the "
                        "PTX's iterations are not known exactly")
@@ -851,7 +853,18 @@ class _Validator:
                             self.witness(ev), seconds=time.monotonic() - t0)
                     continue
                 assert ev.result is not None
-                outs = [self.prover.prove([pc], ev.result) for _, pc in info.exit_conds]
+                outs = []
+                for _, pc in info.exit_conds:
+                    out = self.prover.prove([pc], ev.result)
+                    if out.verdict == UNKNOWN and all(
+                            x is ev.result or T.leaf_info(str(x.val)).kind == "int"
+                            for x in T.leaves([pc])):
+                        # the only free value is the try_wait's answer, and the hardware
+                        # may answer false: the loop can exit before the phase completed
+                        w = self.prover.exists([pc, T.not_(ev.result)])
+                        if w.verdict == REFUTED:
+                            out = Outcome(REFUTED, "when the try_wait answers false", w.values)
+                    outs.append(out)
                 bad = next((o for o in outs if o.verdict != PROVED), None)
                 if bad is None:
                     self.ob(name, Verdict.PROVED, SYNC, f"the only way out of spin loop "

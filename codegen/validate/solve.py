@@ -74,6 +74,25 @@ class Prover:
         """Is there an instance where all hypotheses hold? (REFUTED = yes, with it)."""
         return self.prove(hyps, T.FALSE)
 
+    def exists(self, hyps: list[Term]) -> Outcome:
+        """Is there an instance *and* some value of the opaque leaves (a loaded value, the
+        answer of a try_wait) for which all hypotheses hold? REFUTED = yes, with the chosen
+        integer leaves; used where the program really can see any such value."""
+        f = T.and_(*hyps)
+        if f is T.FALSE:
+            return Outcome(PROVED)
+        verdict, model = self._check(f, real=False)
+        if verdict != "sat":
+            return verdict_outcome(verdict)
+        assert model is not None
+        values = self._int_values(f, model)
+        rest = T.substitute([f], {id(leaf): c for leaf, c in values.values()})[0]
+        if rest is T.FALSE:
+            return Outcome(UNKNOWN, "the solver's witness did not survive exact evaluation")
+        if rest is not T.TRUE and self._check(rest, real=False)[0] != "sat":
+            return Outcome(UNKNOWN, "could not confirm the witness")
+        return Outcome(REFUTED, "", {k: _value(c) for k, (_, c) in values.items()})
+
     # -- the decision -----------------------------------------------------------------------
 
     def _decide(self, bad: Term) -> Outcome:
@@ -112,14 +131,21 @@ class Prover:
         roots = [bad]
         width = encode.width_for(roots)
         enc = encode.Encoder(width, real_products=real, ranges=encode.intervals(roots))
-        s = z3.SolverFor("QF_UFBV") if not real else z3.SolverFor("QF_BV")
-        s.set("timeout", max(1, min(self.budget.per_query_ms, left)))
-        s.add(enc(bad))
-        s.add(*enc.lemmas)
-        s.add(*encode.leaf_constraints(enc, roots))
+        formula = [enc(bad), *enc.lemmas, *encode.leaf_constraints(enc, roots)]
+        timeout = max(1, min(self.budget.per_query_ms, left))
         self.budget.queries += 1
         t0 = time.monotonic()
-        r = s.check()
+        s, r = None, z3.unknown
+        for make in (_fast_solver, _plain_solver):
+            s = make()
+            s.set("timeout", timeout)
+            s.add(*formula)
+            try:
+                r = s.check()
+            except z3.Z3Exception:
+                continue
+            if r != z3.unknown or time.monotonic() - t0 > timeout / 1000:
+                break
         if _DEBUG:
             _debug(s, r, width, real, bad, time.monotonic() - t0)
         if r == z3.unsat:
@@ -157,6 +183,17 @@ class Prover:
             v = T.substitute([term], mapping)[0]
             out[k] = _value(v) if v.is_const else T.show(v, 4)
         return out
+
+
+def _fast_solver() -> z3.Solver:
+    """Word-level simplification, then bit-blasting: equalities of address arithmetic
+    mostly vanish in the first steps (several times faster than the default solver here)."""
+    return z3.Then(z3.With("simplify", mul2concat=True, elim_and=True), "propagate-values",
+                   "solve-eqs", "elim-uncnstr", "ackermannize_bv", "bit-blast", "sat").solver()
+
+
+def _plain_solver() -> z3.Solver:
+    return z3.SolverFor("QF_UFBV")
 
 
 def _debug(s: z3.Solver, r: z3.CheckSatResult, width: int, real: bool, bad: Term,

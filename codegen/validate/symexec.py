@@ -79,6 +79,10 @@ class LoopInfo:
     modified: set[str]
     latch_pc: Term = T.FALSE
     exit_conds: list[tuple[int, Term]] = field(default_factory=list)  # (block, pc at exit)
+    # top-tested: the only exits leave from the head and every back edge is unconditional,
+    # so iteration n's body runs exactly when the head's test passes at n (the summary at
+    # the head is then exact once the loop obligation holds)
+    top_tested: bool = True
 
 
 @dataclass
@@ -273,6 +277,10 @@ class Executor:
                                  LeafInfo("nondet", note=f"{r} at the head of loop L{lid}"))
         region = T.and_(*region_parts)
         info = LoopInfo(lid, lp.header, counter if ivs else None, ivs, pc0, region, modified)
+        blocks = self.cfg.blocks
+        info.top_tested = all(b == lp.header for b, _ in lp.exits) and all(
+            g is None for latch in lp.latches for t, g, _ in blocks[latch].succs
+            if t == lp.header)
         self.loops[lid] = info
         after = dict(regs0)
         for r in modified:
