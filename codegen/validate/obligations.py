@@ -32,7 +32,7 @@ import z3
 
 from tilesafe.checkers.obligation import Obligation, Verdict
 from tilesafe.codegen.validate import cfg as cfgmod
-from tilesafe.codegen.validate import encode
+from tilesafe.codegen.validate import encode, lift
 from tilesafe.codegen.validate import spec as specmod
 from tilesafe.codegen.validate import terms as T
 from tilesafe.codegen.validate.layout_terms import LayoutUnsupported
@@ -689,7 +689,16 @@ class _Validator:
             base = T.leaf(f"gbase:p_{e.ops['tensor']}", 64)
             off: Term = e.ops["addr"]  # type: ignore[assignment]
             got = self.p(ev.ops["addr"])  # type: ignore[arg-type]
-            parts.append(T.eq(got, T.add(base, T.tobv(off, 64))))
+            rest = got.args[1 - got.args.index(base)] if got.op == "add" and base in \
+                got.args else None
+            lifted = lift.modular(rest) if rest is not None else None
+            if lifted is not None:
+                # got = base + rest with rest = lifted (mod 2^64): compare the offsets as
+                # integers modulo 2^64 (lift.py says why this is the same question)
+                parts.append(T.eq(T.ifmod(T.isub(lifted, off), T.const_int(2**64)),
+                                  T.const_int(0)))
+            else:
+                parts.append(T.eq(got, T.add(base, T.tobv(off, 64))))
             shown["PTX address"] = T.uint(got)
             shown["IR address"] = T.iadd(T.uint(base), off)
         elif k in ("ld", "st"):

@@ -452,6 +452,8 @@ def iadd(a: Term, b: Term) -> Term:
 
 
 def isub(a: Term, b: Term) -> Term:
+    if a is b:
+        return const_int(0)
     if b.is_const:
         return _int2("iadd", a, const_int(-int(b.val)))  # type: ignore[arg-type]
     return _int2("isub", a, b)
