@@ -218,6 +218,37 @@ def test_noncoherent_load_of_a_written_tensor(tmp_path: Path) -> None:
         assert assemble(bad, tmp_path).returncode == 0
 
 
+WIDE_COMPARE = """kernel wide_compare(y: global f32[N])
+  where N > 0, N <= 1048576
+  grid ((N + 127) / 128) block 128
+{
+  let i = block.x * 128 + thread
+  if i < N && thread < 4294967297 {
+    y[i] = 1.0
+  }
+}
+"""
+
+
+def test_comparison_with_a_64_bit_constant(tmp_path: Path) -> None:
+    """Found by the validator: the printer compares a 32-bit register with an immediate
+    that needs 64 bits in a `.s32` setp, which ptxas accepts and truncates (4294967297 ->
+    1), so the store runs for thread 0 only. Refuted while the printer does so; proved once
+    it compares in 64 bits."""
+    src = tmp_path / "wide.tsk"
+    src.write_text(WIDE_COMPARE)
+    kernel = checked_program(src).kernels[0]
+    ptx = compile_kernel(kernel, str(src)).ptx
+    obs = validate_ptx(kernel, ptx)
+    if "setp.lt.s32" in ptx and "4294967297" in ptx:
+        hits = [o for o in obs if o.verdict is Verdict.REFUTED and o.code == "TS722"]
+        assert hits and hits[0].counterexample["IR runs"] == 1
+        assert hits[0].counterexample["PTX runs"] == 0
+        assert hits[0].counterexample["thread"] != 0
+    else:
+        assert all(o.verdict is Verdict.PROVED for o in obs)
+
+
 def test_misannotated_instruction_is_refuted() -> None:
     kernel, ptx = compiled(P2)
     bad = ptx.replace("// 49:9 store f16", "// 49:10 store f16")
