@@ -487,7 +487,7 @@ class _Validator:
                                        T.eq(latch, T.ilt(var, sl.hi)),
                                        {"PTX continues": latch,
                                         "IR continues": T.ilt(var, sl.hi)}, n)
-            results.append(("iterations (PTX runs the body / IR runs the body)", it))
+            results.append(("the PTX loop and the IR's for run different iterations", it))
             primary = [r for r, (init, _, w) in info.ivs.items()
                        if self._mentions(info.latch_pc, self.exe_value(info, r))]
             for r, (init, step, w) in info.ivs.items():
@@ -495,7 +495,7 @@ class _Validator:
                                T.imul(T.iadd(T.uint(n), T.const_int(1)), T.const_int(step)))
                 lim = T.ile(after, T.const_int(2 ** (w - 1) - 1)) if step > 0 \
                     else T.ile(T.const_int(-(2 ** (w - 1))), after)
-                results.append((f"{r} never wraps", self.prover.prove(
+                results.append((f"induction register {r} can wrap around", self.prover.prove(
                     hyps0 + [pc0, region, latch, reached, sl.cond], lim,
                     {f"{r} after the step": after})))
             note = ""
@@ -503,9 +503,9 @@ class _Validator:
                 r = primary[0]
                 init, step, w = info.ivs[r]
                 if step != sl.step:
-                    results.append((f"step of {r}", Outcome(
+                    results.append((f"{r} steps by {step}, the IR by {sl.step}", Outcome(
                         REFUTED, "", {}, {"PTX step": step, "IR step": sl.step})))
-                results.append((f"start of {r}", self.prover.prove(
+                results.append((f"{r} does not start at the IR's lower bound", self.prover.prove(
                     hyps0 + [pc0, sl.cond], T.eq(T.sint(self.p(init)), sl.lo),
                     {"PTX start": T.sint(self.p(init)), "IR start": sl.lo})))
                 note = f"induction register {r}, step {step}"
@@ -553,13 +553,13 @@ class _Validator:
             if out.verdict == REFUTED:
                 cex = self.describe(out.values)
                 cex.update(out.shown)
-                self.ob(name, Verdict.REFUTED, code, f"{what}: differs", span, cex,
-                        seconds=secs)
+                self.ob(name, Verdict.REFUTED, code, what, span, cex, seconds=secs)
                 return
         unknown = [(w, o) for w, o in results if o.verdict == UNKNOWN]
         if unknown:
-            self.ob(name, Verdict.UNKNOWN, code, "; ".join(f"{w}: {o.note}" for w, o in
-                                                             unknown), span, seconds=secs)
+            self.ob(name, Verdict.UNKNOWN, code, "; ".join(
+                f"could not decide whether {w}: {o.note}" for w, o in unknown), span,
+                seconds=secs)
             return
         self.ob(name, Verdict.PROVED, code, ok, span, seconds=secs)
 
@@ -913,19 +913,21 @@ class _Validator:
         for b in bases:
             at = T.substitute([b], {id(tsmem): T.bv(1024, 32)})[0]
             c = T.const_int(int(at.val) - 1024)  # type: ignore[arg-type]
-            results.append((f"base term {T.show(b, 5)}", self.prover.prove(
+            results.append((f"the shared base term {T.show(b, 5)} is not R + constant",
+                            self.prover.prove(
                 [], T.eq(T.uint(b), T.iadd(R, c)),
                 {"PTX base": T.uint(b), "R + constant": T.iadd(R, c)})))
         m = None
         for c in self.mod.header_comments:
             m = _SMEM_DECL.search(c) or m
         if m is None:
-            results.append(("declared dynamic shared memory", Outcome(
+            results.append(("the declared dynamic shared memory covers the buffers", Outcome(
                 UNKNOWN, "the module does not state its dynamic shared memory size")))
         else:
             declared = int(m.group(1))
             need = T.iadd(T.isub(R, T.uint(tsmem)), T.const_int(self.spec.smem_end))
-            results.append(("extent", self.prover.prove(
+            results.append(("buffers and mbarriers exceed the declared dynamic shared memory",
+                            self.prover.prove(
                 [], T.ile(need, T.const_int(declared)),
                 {"bytes needed from tsmem": need, "declared": T.const_int(declared)})))
         self._combine("shared-memory base and extent", results, SMEM, self.k.span, t0,
