@@ -863,7 +863,8 @@ class _Validator:
                     continue
                 assert ev.result is not None
                 outs = []
-                for _, pc in info.exit_conds:
+                for _, raw in info.exit_conds:
+                    pc = self.p(raw)
                     out = self.prover.prove([pc], ev.result)
                     if out.verdict == UNKNOWN and all(
                             x is ev.result or T.leaf_info(str(x.val)).kind == "int"
