@@ -231,10 +231,11 @@ class CompileResult:
 
 def compile_kernel(program: ir.Program, kernel: str | None = None, *,
                    unverified: bool = False, options: Any = None,
-                   validate: bool = False) -> CompileResult:
+                   validate: bool = True) -> CompileResult:
     """Verify one kernel, then emit PTX for it if every error obligation is proved (or
-    anyway, with a banner, when `unverified`). Raises DiagnosticError (TS7xx) when no exact
-    code exists for it."""
+    anyway, with a banner, when `unverified`), and with `validate` prove that the PTX does
+    what the IR says (the translation validator, TS720-TS729, docs/codegen.md). Raises
+    DiagnosticError (TS7xx) when no exact code exists for it."""
     from tilesafe.codegen.compile import compile_kernel as generate
     from tilesafe.codegen.compile import unverified_banner
 
@@ -255,7 +256,7 @@ def compile_kernel(program: ir.Program, kernel: str | None = None, *,
 
 
 def compile(path: str | Path, kernel: str | None = None, *, unverified: bool = False,
-            options: Any = None, validate: bool = False) -> CompileResult:
+            options: Any = None, validate: bool = True) -> CompileResult:
     """`tilesafe compile`: load, lint, verify, generate, validate."""
     return compile_kernel(checked_program(path), kernel, unverified=unverified,
                           options=options, validate=validate)
