@@ -181,7 +181,11 @@ class _Printer:
         if is_float:
             self.ins(f"setp.{_FCMP[op]}.f32 {self.name(i.dst)}, {self.val(a)}, {self.val(b)};")
             return
-        ty = Ty.S64 if any(isinstance(x, Reg) and x.ty.bits == 64 for x in (a, b)) else Ty.S32
+        # The width of the comparison is the widest operand's, immediates included: ptxas
+        # silently truncates an immediate that does not fit a .s32 comparison (found by the
+        # translation validator: `thread < 4294967297` compared with 1).
+        ty = Ty.S64 if any(x.ty.bits == 64 or isinstance(x, Imm)
+                           and not -(2**31) <= int(x.value) < 2**31 for x in (a, b)) else Ty.S32
         self.ins(f"setp.{_CMP[op]}.{_sfx(ty)} {self.name(i.dst)}, {self.val(a, ty)}, "
                  f"{self.val(b, ty)};")
 
