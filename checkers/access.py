@@ -155,7 +155,7 @@ def _run(ctx: isl.Context, name: str, span: Span, setup: float,
 def _isl_reason(err: Exception) -> str:
     text = str(err)
     if "maximal number of operations" in text:
-        return "operation budget exceeded (raise --timeout)"
+        return "operation budget exceeded (raise --query-timeout)"
     return text.splitlines()[0] if text else type(err).__name__
 
 

@@ -13,6 +13,7 @@ semantics/parametric.py and docs/temporal.md). Properties and codes:
         comes / two phases completed before the wait)
   TS409 barrier index outside the array              TS410 deadlock
   TS420 deadlock at sync (a `sync` some threads never reach)
+  TS430 the block exits with a TMA load no wait is ordered after (still in flight)
   TS490 outside what the argument covers (verdict UNKNOWN, never PROVED)
 """
 
@@ -40,6 +41,8 @@ PROPS = (
     Prop("barrier-index", ("TS409",), "every barrier index is inside its array"),
     Prop("deadlock-free", ("TS410", "TS420"),
          "no interleaving of the roles and the copy engine deadlocks"),
+    Prop("loads-landed-at-exit", ("TS430",),
+         "every TMA load has landed when the block exits (a wait is ordered after it)"),
 )
 
 

@@ -10,11 +10,23 @@ argument as the barrier checker cover every interleaving and every trip count.
 
   TS301 generic-proxy writes read by a TMA store with no `fence proxy_async` before the
         synchronisation that orders them
-  TS302 a write without full permission (a race)
+  TS302 a write without full permission, or meeting another thread's access of its class
+        with nothing ordering them (a race)
   TS303 a TMA load into a region someone else still holds (e.g. a stage still being read)
-  TS304 a read without permission (use before ready, e.g. a wait on the wrong parity)
+  TS304 a read without permission (use before ready, e.g. a wait on the wrong parity), or
+        of an element another thread of its class wrote with nothing ordering them
   TS305 an access after the class's own arrive gave the region away (arrive too early)
+  TS306 a read of shared memory nothing has written (no thread, no copy): uninitialised
+  TS307 the block exits while a TMA store may still read its shared memory (no covering
+        `wait_group ... read` by the issuer)
   TS490 outside what the argument covers (UNKNOWN)
+  TS491 the verification budget ran out (UNKNOWN; the message names the option)
+  TS492 a possible violation the exact footprints did not confirm (UNKNOWN)
+
+The threads of a class run as one agent but are not in lockstep: footprints keep which
+thread touches which element (semantics/footprint.py), so races between threads of one
+class and uninitialised reads are found too; candidates found on over-approximated
+footprints are confirmed on one block of one launch (semantics/witness.py).
 """
 
 from __future__ import annotations
@@ -31,12 +43,22 @@ PROPS = (
     Prop("proxy-fence", ("TS301",),
          "generic writes read by a TMA store are fenced (fence proxy_async) before the "
          "synchronisation that orders them"),
-    Prop("write-permission", ("TS302",), "every shared-memory write holds the whole region"),
+    Prop("write-permission", ("TS302",),
+         "every shared-memory write holds the whole region and meets no unordered access "
+         "of another thread of its class"),
     Prop("tma-load-permission", ("TS303",),
          "every TMA load writes a region nobody else holds"),
-    Prop("read-permission", ("TS304",), "every shared-memory read holds a share of it"),
+    Prop("read-permission", ("TS304",),
+         "every shared-memory read holds a share of it and reads nothing another thread of "
+         "its class wrote unordered"),
+    Prop("initialised-reads", ("TS306",),
+         "every shared-memory read (generic or by a TMA store) reads an element something "
+         "wrote before it"),
     Prop("release-order", ("TS305",),
          "no class accesses a region after its own arrive released it"),
+    Prop("stores-read-at-exit", ("TS307",),
+         "every TMA store has finished reading shared memory when the block exits (its "
+         "issuer waited with wait_group ... read)"),
 )
 
 def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:

@@ -16,8 +16,21 @@ from tilesafe.frontend import ir
 
 @dataclass(frozen=True)
 class CheckOptions:
-    timeout_ms: int = 10_000  # per solver / ISL query; past it the verdict is UNKNOWN
-    max_states: int = 200_000  # explicit-state exploration bound (barrier checker)
+    """Budgets. A budget running out gives UNKNOWN with the reason and the `tilesafe
+    verify` option that raises it (in parentheses), never PROVED.
+
+    timeout_ms     per solver / ISL query (--query-timeout MS)
+    max_states     states explored by all temporal searches of one kernel together: every
+                   trip count, the level sets and tails, both checkers' semantics, replays
+                   (--max-states N)
+    max_seconds    wall-clock time of those searches, per kernel (--timeout SECONDS)
+    max_memory_mb  resident size of the verifying process while they run (--max-memory MB)
+    """
+
+    timeout_ms: int = 10_000
+    max_states: int = 1_000_000
+    max_seconds: float = 300.0
+    max_memory_mb: int = 4096
 
 
 CheckFn = Callable[[ir.Kernel, CheckOptions], list[Obligation]]

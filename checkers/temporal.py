@@ -22,6 +22,8 @@ from tilesafe.frontend import ir
 from tilesafe.frontend.ir import describe_threads
 from tilesafe.frontend.walk import statements
 from tilesafe.semantics import mbarrier as mb
+from tilesafe.semantics import witness
+from tilesafe.semantics.budget import BUDGET_CODE, Budget
 from tilesafe.semantics.events import (
     Lets,
     Model,
@@ -36,10 +38,11 @@ from tilesafe.semantics.explore import (
     Finding,
     Machine,
     replay,
-    search,
     trace_lines,
 )
+from tilesafe.semantics.guide import guide_for
 from tilesafe.semantics.parametric import Config, Enc, Outcome, explore_all
+from tilesafe.semantics.schedule import Guide
 
 UNKNOWN_CODE = "TS490"
 NO_POR_BUDGET = 600  # states: below this, also count the search without the reduction
@@ -62,9 +65,22 @@ class Run:
     seconds: float
     states_no_por: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    budget: Budget | None = None
 
 
-_CACHE: dict[tuple[int, bool], tuple[ir.Kernel, Run]] = {}
+_CACHE: dict[tuple[int, bool, CheckOptions], tuple[ir.Kernel, Run]] = {}
+
+
+def budget_for(kernel: ir.Kernel, options: CheckOptions) -> Budget:
+    """The one budget every temporal search of this kernel draws from (both checkers, both
+    semantics, replays), so the limits bound the verification of the kernel as a whole:
+    that of the kernel's other exploration when it is still cached (the same
+    verification), else a fresh one (its clock starts now)."""
+    for ownership in (True, False):
+        hit = _CACHE.get((id(kernel), ownership, options))
+        if hit is not None and hit[0] is kernel and hit[1].budget is not None:
+            return hit[1].budget
+    return Budget(options.max_states, options.max_seconds, options.max_memory_mb)
 
 
 def explore_barrier(kernel: ir.Kernel, options: CheckOptions) -> Run:
@@ -81,22 +97,27 @@ def explore_barrier(kernel: ir.Kernel, options: CheckOptions) -> Run:
 def explore(kernel: ir.Kernel, ownership: bool, options: CheckOptions,
             compare_por: bool = True) -> Run:
     """Build the model and run the parametric exploration (memoised per kernel object)."""
-    key = (id(kernel), ownership)
+    key = (id(kernel), ownership, options)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is kernel:
         return hit[1]
     t0 = time.perf_counter()
+    budget = budget_for(kernel, options)
     try:
         model = build_model(kernel, ownership)
-        outcome = explore_all(model, True, options.max_states, options.timeout_ms)
+        outcome = explore_all(model, True, options.max_states, options.timeout_ms, budget)
     except Unsupported as exc:
-        run = Run(None, None, exc, time.perf_counter() - t0)
+        run = Run(None, None, exc, time.perf_counter() - t0, budget=budget)
         _CACHE[key] = (kernel, run)
         return run
-    run = Run(model, outcome, None, time.perf_counter() - t0)
-    if compare_por and outcome.states <= NO_POR_BUDGET:
+    witness.resolve(model, outcome, budget)  # candidates: confirmed on one block, or unknown
+    run = Run(model, outcome, None, time.perf_counter() - t0, budget=budget)
+    if compare_por and outcome.states <= NO_POR_BUDGET and budget.exceeded is None:
+        # Evidence only (how much the reduction saves): its own small budget, so that it
+        # never decides a verdict nor spends the kernel's.
         try:
-            plain = explore_all(model, False, options.max_states, options.timeout_ms)
+            plain = explore_all(model, False, options.max_states, options.timeout_ms,
+                                Budget(max_states=4 * NO_POR_BUDGET + 64))
             run.states_no_por = plain.states
         except Unsupported:
             run.states_no_por = None
@@ -111,44 +132,9 @@ def explore(kernel: ir.Kernel, ownership: bool, options: CheckOptions,
 
 def concretize(run: Run, finding: Finding, cfg: Config, mach: Machine
                ) -> tuple[Machine, Finding, Config]:
-    """A finding whose run does not start at the initial state (a tail started from a
-    level set, or the far system) is re-found in a plain exploration of its trip count, so
-    that the trace starts at the beginning of the kernel."""
-    if finding.root == mach.initial() and cfg.kind == "full":
-        return mach, finding, cfg
-    model = run.model
-    assert model is not None
-    # Runs of the far system are valid, move for move, in any system with a trip count
-    # that keeps the same levels away from the end: try the smallest such trip counts.
-    if cfg.kind.startswith("level") and cfg.trip is not None and finding.root == mach.initial():
-        arg = run.outcome.argument
-        depth = int(cfg.kind.split()[1]) + int(arg.get("K", 0)) + 2
-        for trip in range(depth, depth + 2 * max(1, int(arg.get("P", 1))) + 1):
-            sizes = _sizes_for_trip(run, trip)
-            if sizes is None:
-                continue
-            small = Machine(model, sizes)
-            steps, _, _ = replay(small, small.initial(), finding.path)
-            if steps and len(steps) == len(finding.path):
-                return small, Finding(finding.code, finding.message, finding.span,
-                                      finding.path, small.initial(), finding.soft,
-                                      finding.detail), Config(sizes, trip, "full")
-        return mach, finding, cfg
-    small = Machine(model, cfg.sizes)
-    res = search(small, [small.initial()], True, 200_000)
-    again = res.findings.get(finding.code)
-    if again is not None:
-        return small, again, Config(cfg.sizes, cfg.trip, "full")
-    return mach, finding, cfg
-
-
-def _sizes_for_trip(run: Run, trip: int) -> dict[str, int] | None:
-    from tilesafe.semantics.parametric import Argument
-    arg = Argument(run.model, True, 1000, 5000)
-    group, _ = arg._group()
-    if group is None:
-        return None
-    return arg._sizes_for(group, trip)
+    """The finding's run from the beginning of the kernel (semantics/witness.py)."""
+    assert run.model is not None and run.outcome is not None
+    return witness.from_start(run.model, run.outcome, finding, cfg, mach, run.budget)
 
 
 def counterexample(run: Run, finding: Finding, cfg: Config, mach: Machine) -> dict[str, Any]:
@@ -234,7 +220,7 @@ def primary(kernel: ir.Kernel, options: CheckOptions) -> Primary | None:
 
 # Tie-break between violations reached in equally many steps.
 PRIORITY = ("TS402", "TS405", "TS401", "TS409", "TS404", "TS403", "TS407", "TS408", "TS301",
-            "TS303", "TS305", "TS302", "TS304", "TS406", "TS420", "TS410")
+            "TS303", "TS305", "TS302", "TS304", "TS406", "TS420", "TS410", "TS307", "TS430")
 
 
 def _depth(f: Finding, mach: Machine) -> int:
@@ -281,14 +267,16 @@ def obligations(checker: str, family: str, props: tuple[Prop, ...], run: Run,
         found = {c: v for c, v in found.items() if c.startswith("TS3")}
     else:
         found = {c: v for c, v in found.items() if not c.startswith("TS3")}
-    settled = out.complete and not any(not f.soft and c not in DEADLOCKS
-                                       for c, (f, _, _) in found.items())
-    static = tx_range_static(kernel, options) if family == "TS4" else None
-    first = None if (settled and not found and static is None) else primary(kernel, options)
-    if first is not None and first.code.startswith(family) and first.finding is not None:
-        found[first.code] = (first.finding, first.cfg, first.mach)
+    # A hard finding of any family cuts runs short: what lies past it is unexplored, so
+    # this checker's other properties are unsettled -- consequences of that refutation,
+    # not unknowns of their own.
     cut = [c for c, _ in out_codes(out) if c not in DEADLOCKS]
     complete = out.complete and not cut
+    static = tx_range_static(kernel, options) if family == "TS4" else None
+    clean = complete and not out.findings and static is None and not out.unsettled
+    first = None if clean else primary(kernel, options)
+    if first is not None and first.code.startswith(family) and first.finding is not None:
+        found[first.code] = (first.finding, first.cfg, first.mach)
     method = _method(out)
     base_ev = {**evidence, **_stats(run)}
     results = []
@@ -318,20 +306,28 @@ def obligations(checker: str, family: str, props: tuple[Prop, ...], run: Run,
                 ev = {**base_ev, "code": f.code, "follows from": first.code}
             results.append(Obligation(checker, name, Verdict.REFUTED, method, span,
                                       code, message, severity, run.seconds, cex, ev))
-        elif complete:
+        elif any(c in out.unsettled for c in prop.codes) and first is None:
+            why = next(out.unsettled[c] for c in prop.codes if c in out.unsettled)
+            results.append(Obligation(checker, name, Verdict.UNKNOWN, method, kernel.span,
+                                      witness.UNSETTLED_CODE, f"{prop.claim}: not established "
+                                      f"(possible violation: {why})", seconds=run.seconds,
+                                      evidence=base_ev))
+        elif complete and not any(c in out.unsettled for c in prop.codes):
             results.append(Obligation(checker, name, Verdict.PROVED, method, kernel.span,
                                       None, prop.claim, seconds=run.seconds,
                                       evidence=base_ev))
         elif first is not None:
             results.append(Obligation(checker, name, Verdict.UNKNOWN, method, kernel.span,
-                                      None, f"{prop.claim}: not settled (the kernel is "
-                                      f"already refuted, {first.code})", Severity.NOTE,
-                                      run.seconds, evidence=base_ev))
+                                      None, f"{prop.claim}: not settled, follows from the "
+                                      f"refutation of {first.code} (the kernel is already "
+                                      "refuted)", Severity.NOTE, run.seconds,
+                                      evidence={**base_ev, "follows from": first.code}))
         else:
             why = out.reason or ("the exploration stopped at an error (" + ", ".join(sorted(cut))
                                  + ") before covering every run")
+            code = BUDGET_CODE if out.budget else UNKNOWN_CODE
             results.append(Obligation(checker, name, Verdict.UNKNOWN, method, kernel.span,
-                                      UNKNOWN_CODE, f"{prop.claim}: not established ({why})",
+                                      code, f"{prop.claim}: not established ({why})",
                                       seconds=run.seconds, evidence=base_ev))
     return results
 
@@ -455,3 +451,46 @@ def arrival_table(model: Model) -> list[str]:
                             f"({ag.cls.size} threads, mode {mode}) -> {ins.count} arrival(s) on "
                             f"{ins.bar} (count {bar.count})")
     return rows
+
+
+# ---- replay in the reference interpreter ------------------------------------------------------
+
+
+def interpreter_guide(kernel: ir.Kernel, options: CheckOptions, code: str | None = None,
+                      sizes: Mapping[str, int] | None = None
+                      ) -> tuple[dict[str, int], Guide] | None:
+    """The kernel's primary refutation (or the first one of `code`) as a schedule the
+    reference interpreter follows (semantics/guide.py): the launch sizes and the Guide for
+    the witness block (block 0 when the violation does not depend on the block). With
+    `sizes`, the run is followed in that launch instead, when it is a run of it too (a
+    longer trip count leaves room for the consequences of an early violation)."""
+    hit = None
+    if code is None:
+        first = primary(kernel, options)
+        if first is not None and first.finding is not None:
+            hit = (first.finding, first.cfg, first.mach, first.run)
+    else:
+        for ownership in (True, False):
+            run = explore(kernel, ownership, options)
+            if run.outcome is None:
+                continue
+            for f, cfg, mach in run.outcome.findings:
+                if f.code == code:
+                    hit = (f, cfg, mach, run)
+                    break
+            if hit is not None:
+                break
+    if hit is None:
+        return None
+    f, cfg, mach, run = hit
+    mach, f, cfg = concretize(run, f, cfg, mach)
+    w = f.detail.get("witness")
+    block = tuple(w["block"]) if w else (0,) * len(kernel.grid)
+    if sizes is not None and dict(sizes) != dict(cfg.sizes):
+        other = Machine(run.model, sizes)
+        steps, _, _ = replay(other, other.initial(), f.path)
+        if len(steps) != len(f.path):
+            return None
+        f = replace(f, root=other.initial())
+        return dict(sizes), guide_for(run.model, other, f, block)
+    return dict(cfg.sizes), guide_for(run.model, mach, f, block)

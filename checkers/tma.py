@@ -30,6 +30,7 @@ from tilesafe.frontend.walk import statements
 from tilesafe.semantics import tma_rules as tr
 from tilesafe.semantics.access import collect, params_env, point_values, where_params
 from tilesafe.semantics.affine import NotAffine, constant, eval_sizes, term
+from tilesafe.semantics.interp_io import tensormap_spec
 from tilesafe.semantics.smem import realize_offsets
 
 CHECKER = "tma"
@@ -60,10 +61,7 @@ def _timed(fn: Callable[[], Obligation]) -> Obligation:
 
 def _spec(kernel: ir.Kernel, tmap: ir.TensorMap) -> tr.TensorMapSpec:
     """The descriptor with the box as a stand-in shape: only size-free rules read it."""
-    tensor = kernel.tensor(tmap.tensor)
-    return tr.TensorMapSpec.from_row_major(
-        tensor.dtype.value, list(tmap.box), list(tmap.box), swizzle=tmap.swizzle,
-        oob_fill=tmap.oob_fill)
+    return tensormap_spec(kernel, tmap, tmap.box)
 
 
 # ---- 1. size-free rules -------------------------------------------------------------------

@@ -78,13 +78,26 @@ class CuteLayout:
 
 
 @dataclass(frozen=True)
+class SwizzledLayout:
+    """CuTe's printed ComposedLayout `Sw<bits,base,shift> o [offset o] inner`."""
+
+    span: Span
+    bits: int
+    base: int
+    shift: int
+    offset: Tup  # 0 when not written; realize checks it is an int
+    inner: CuteLayout
+
+
+@dataclass(frozen=True)
 class LayoutApp:
     span: Span
     head: str
     args: tuple[LayoutArg, ...] | None  # None: bare name, () : empty call
 
 
-LayoutArg = CuteLayout | LayoutApp | int | tuple
+LayoutNode = CuteLayout | SwizzledLayout | LayoutApp
+LayoutArg = CuteLayout | SwizzledLayout | LayoutApp | int | tuple
 
 # ---- statements ---------------------------------------------------------------------------
 
@@ -114,7 +127,7 @@ class SharedDecl(Stmt):
     name: str
     dtype: str
     shape: tuple[Expr, ...]
-    layout: CuteLayout | LayoutApp | None
+    layout: LayoutNode | None
     align: int | None
 
 

@@ -104,6 +104,10 @@ def _tup(t: object) -> str:
 def format_layout(node: object) -> str:
     if isinstance(node, ast.CuteLayout):
         return f"{_tup(node.shape)}:{_tup(node.stride)}"
+    if isinstance(node, ast.SwizzledLayout):
+        offset = "" if node.offset == 0 else f"{_tup(node.offset)} o "
+        return (f"Sw<{node.bits},{node.base},{node.shift}> o {offset}"
+                f"{format_layout(node.inner)}")
     if isinstance(node, ast.LayoutApp):
         if node.args is None:
             return node.head

@@ -24,8 +24,9 @@ LayoutArg = "int | tuple | LayoutTerm"
 @dataclass(frozen=True)
 class LayoutTerm:
     """A layout as written: `head(args)`. semantics/layouts.py gives each head its meaning;
-    a CuTe literal `(64,64):(64,1)` is LayoutTerm("cute", (shape, stride)). Args are ints,
-    nested tuples of ints, or LayoutTerms."""
+    a CuTe literal `(64,64):(64,1)` is LayoutTerm("cute", (shape, stride)) and CuTe's
+    swizzled form `Sw<B,M,S> o OFF o L` is LayoutTerm("composed", (B, M, S, OFF, L)). Args
+    are ints, nested tuples of ints, or LayoutTerms."""
 
     head: str
     args: tuple = ()
@@ -33,6 +34,10 @@ class LayoutTerm:
     def __str__(self) -> str:
         if self.head == "cute" and len(self.args) == 2:
             return f"{_tup(self.args[0])}:{_tup(self.args[1])}"
+        if self.head == "composed" and len(self.args) == 5:
+            b, m, s, off, inner = self.args
+            offset = "" if off == 0 else f"{_tup(off)} o "
+            return f"Sw<{b},{m},{s}> o {offset}{_tup(inner)}"
         if not self.args:
             return self.head
         return f"{self.head}({', '.join(_tup(a) for a in self.args)})"

@@ -151,7 +151,8 @@ _PUNCT = {
     "ADD_OP": "'+' or '-'", "MUL_OP": "'*', '/' or '%'", "ASSIGN_OP": "'=', '+=', '-=' or '*='",
     "SWIZZLE_MODE": "a swizzle mode (none, 32B, 64B, 128B)", "OOB_FILL": "'zero' or 'nan'",
     "FENCE_KIND": "'mbarrier_init' or 'proxy_async'", "ELECT_ONE": "'elect one'",
-    "WAIT_READ": "'read'", "PARAM_ROLE": "a role (in, out, inout)",
+    "WAIT_READ": "'read'", "STATIC_INT": "an integer", "SW_OPEN": "'Sw<'",
+    "COMPOSE": "'o'", "PARAM_ROLE": "a role (in, out, inout)",
 }
 
 
@@ -241,9 +242,10 @@ class _ToAst(Transformer):
 
     def _int(self, tok: Token) -> int:
         """An integer literal, at most MAX_LITERAL in magnitude (TS026 otherwise)."""
-        digits = str(tok).lstrip("-")
+        text = str(tok).removeprefix("_")  # `_64`: CuTe's static-int spelling
+        digits = text.lstrip("-")
         if len(digits) <= 19 and int(digits) <= MAX_LITERAL:
-            return int(tok)
+            return int(text)
         shown = digits if len(digits) <= 24 else f"{digits[:10]}...({len(digits)} digits)"
         raise DiagnosticError([Diagnostic(
             dg.BAD_VALUE, f"integer literal {shown} is out of range: literals are below "
@@ -313,7 +315,7 @@ class _ToAst(Transformer):
     def shared_decl(self, meta, items):
         name, dtype, *rest = items
         shape = tuple(i for i in rest if isinstance(i, ast.Expr))
-        layout = next((i for i in rest if isinstance(i, (ast.CuteLayout, ast.LayoutApp))), None)
+        layout = next((i for i in rest if isinstance(i, ast.LayoutNode)), None)
         align_tok = next((i for i in rest if isinstance(i, Token) and i.type == "INT"), None)
         align = self._int(align_tok) if align_tok is not None else None
         return ast.SharedDecl(self._s(meta), str(name), str(dtype), shape, layout, align)
@@ -330,6 +332,13 @@ class _ToAst(Transformer):
     def cute_layout(self, meta, items):
         return ast.CuteLayout(self._s(meta), items[0], items[1])
 
+    def swizzled_layout(self, meta, items):
+        bits, base, shift = (self._int(t) for t in items if isinstance(t, Token)
+                             and t.type == "SIGNED_INT")
+        offsets = [i for i in items[:-1] if not isinstance(i, Token)]
+        offset = offsets[0] if offsets else 0
+        return ast.SwizzledLayout(self._s(meta), bits, base, shift, offset, items[-1])
+
     def layout_app(self, meta, items):
         head = str(items[0])
         if len(items) == 1:
@@ -338,7 +347,7 @@ class _ToAst(Transformer):
         return ast.LayoutApp(self._s(meta), head, args)
 
     def tup_int(self, meta, items):
-        return self._int(items[0])
+        return self._int(items[0])  # also `_64`: CuTe's static-int spelling
 
     def tup_nest(self, meta, items):
         return tuple(items)

@@ -871,11 +871,14 @@ def _show(e: ir.Expr) -> str:
     return "..."
 
 
-def _layout_term(node: ast.CuteLayout | ast.LayoutApp) -> ir.LayoutTerm:
+def _layout_term(node: ast.LayoutNode) -> ir.LayoutTerm:
     if isinstance(node, ast.CuteLayout):
         return ir.LayoutTerm("cute", (node.shape, node.stride))
+    if isinstance(node, ast.SwizzledLayout):
+        return ir.LayoutTerm("composed", (node.bits, node.base, node.shift, node.offset,
+                                          _layout_term(node.inner)))
     args = tuple(
-        _layout_term(a) if isinstance(a, (ast.CuteLayout, ast.LayoutApp)) else a
+        _layout_term(a) if isinstance(a, ast.LayoutNode) else a
         for a in (node.args or ())
     )
     return ir.LayoutTerm(node.head, args)

@@ -2,11 +2,12 @@
 
 A layout maps a coordinate (an int linear index, or a nested tuple congruent with -- or
 coarser than -- the shape) to an integer offset. The operations (coalesce, composition,
-complement, logical divide/product, inverses) follow the CuTe layout algebra as documented
-in CUTLASS (include/cute/layout.hpp, python/pycute) and the paper "Categorical Foundations
-for CuTe Layouts" (arXiv 2601.05972). The code is our own; where CuTe leaves a case
-undefined (e.g. a composition whose strides do not divide) we raise ValueError rather than
-return something silently wrong.
+complement, logical/zipped/tiled divide and product, slicing, inverses) follow the CuTe
+layout algebra as documented in CUTLASS (include/cute/layout.hpp, python/pycute) and the
+paper "Categorical Foundations for CuTe Layouts" (arXiv 2601.05972). The code is our own;
+where CuTe leaves a case undefined or computes something that is not A(B(c)) (e.g. a
+composition whose strides do not divide, or a mode-by-mode composition whose B modes
+overlap) we raise ValueError rather than return something silently wrong.
 
 `Swizzle(B, M, S)` is CuTe's XOR swizzle (include/cute/swizzle.hpp): the B bits starting at
 bit M + max(0, S) are XOR-ed into the B bits starting at bit M - min(0, S); a positive S
@@ -15,8 +16,9 @@ moves the source bits down. `ComposedLayout(sw, L, offset)` is c -> sw(offset + 
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from tilesafe.semantics.inttuple import (
@@ -184,38 +186,128 @@ def _as_layout(b: Layout | int) -> Layout:
     return b if isinstance(b, Layout) else Layout(b, 1)
 
 
+CARRY_CHECK_MAX = 1 << 16
+"""`_carry_free` enumerates each top-level mode of B; beyond this size it gives up (False)."""
+
+
+def _carry_free(a: Layout, b: Layout) -> bool:
+    """Adding one offset of each top-level mode of B never carries between A's modes.
+
+    Write an offset x in A's mixed radix (coalesced extents s_0, s_1, ...; the last mode
+    takes the rest): A(x) = sum_j d_j digit_j(x). If, at every digit j but the last, the
+    largest digits of the modes' offsets sum to at most s_j - 1, the digits of a sum are the
+    sums of the digits, so A(sum_k B_k(c_k)) = sum_k A(B_k(c_k)): composing mode by mode is
+    exact. A sufficient condition, decided by enumerating each mode (not their product)."""
+    radices = _coalesce_keep_tail(a)[0][:-1]
+    if not radices:
+        return True
+    total = [0] * len(radices)
+    for m in b.modes():
+        if m.size() > CARRY_CHECK_MAX:
+            return False
+        top = [0] * len(radices)
+        for i in range(m.size()):
+            x = m(i)
+            if x < 0:
+                return False
+            for j, r in enumerate(radices):
+                x, digit = divmod(x, r)
+                top[j] = max(top[j], digit)
+        total = [t + u for t, u in zip(total, top, strict=True)]
+    return all(t < r for t, r in zip(total, radices, strict=True))
+
+
+def _compose_on_linear_image(a: Layout, b: Layout) -> Layout | None:
+    """A o B when A is linear on B's offsets, else None.
+
+    B's offsets are multiples of g (the gcd of its live strides) up to `top`; if
+    A(g*y) == e*y for every y <= top/g (A o (top/g + 1):g coalesces to one mode e), then A
+    is additive there and A(B(c)) is B with every stride d replaced by (d/g)*e -- which is
+    also what composing mode by mode gives. Covers a linear A (any B, even overlapping
+    modes) and B whose strides skip A's non-linear modes (`(2,5):(8,3) o (3,5):(12,6)`)."""
+    live = [(s, d) for s, d in _leaves(b) if s != 1 and d != 0]
+    if any(d < 0 for _, d in live):
+        return None
+    g, e = 1, 0
+    if live:
+        g = math.gcd(*(d for _, d in live))
+        top = sum((s - 1) * d for s, d in live)
+        try:
+            line = coalesce(_compose(a, Layout(top // g + 1, g), strict=False))
+        except ValueError:
+            return None
+        if not is_int(line.shape):
+            return None
+        e = line.stride  # type: ignore[assignment]
+
+    def scale(shape: IntTuple, stride: IntTuple) -> tuple[IntTuple, IntTuple]:
+        if is_int(shape):
+            return shape, 0 if shape == 1 else stride // g * e  # type: ignore[operator]
+        parts = [scale(x, y) for x, y in zip(shape, stride, strict=True)]  # type: ignore[arg-type]
+        return tuple(x for x, _ in parts), tuple(y for _, y in parts)
+
+    return Layout(*scale(b.shape, b.stride))
+
+
+def _nests(layout: Layout) -> bool:
+    """The non-trivial leaves, sorted by stride, each start where the previous one ends or
+    at a multiple of that (every stride is a multiple of the span below it)."""
+    current = 1
+    for d, s in sorted((d, s) for s, d in _leaves(layout) if s != 1 and d != 0):
+        if d < 0 or d % current:
+            return False
+        current = s * d
+    return True
+
+
 def composition(a: Layout, b: object) -> Layout:
     """R = A o B with R(c) == A(B(c)) for every coordinate c of B (CuTe composition).
 
     Offsets B(c) past size(A) are read with A's last mode extended (CuTe's convention for
-    integer indices beyond the size). A multi-mode B is composed mode by mode, which equals
-    A(B(c)) only when B's non-broadcast modes have nested, non-overlapping images; other
-    B are rejected.
+    integer indices beyond the size). A multi-mode B is composed mode by mode, as CuTe does,
+    which equals A(B(c)) only when A is additive on B's offsets. That is established by one
+    of: B's non-broadcast modes nest and each meets A's extents by divisibility; A is linear
+    on B's offsets (`_compose_on_linear_image`; e.g. any B when A coalesces to one mode, even
+    overlapping modes); adding the modes' offsets never carries between A's modes
+    (`_carry_free`). Other multi-mode B are rejected: `(2,2):(1,10) o (2,2):(1,1)` would
+    otherwise give a wrong answer.
 
     `b` is a Layout, an int n (meaning n:1), or a tuple of those (None keeps A's mode): a
-    tuple applies mode-by-mode to A's top-level modes. The result has B's profile. Raises
-    ValueError when B's strides/shapes do not divide A's shapes (CuTe's admissibility).
+    tuple applies mode-by-mode to A's top-level modes. The result has B's profile. A
+    single-mode B is admissible when, at each of A's (coalesced) modes it reaches, its
+    stride and the mode's extent divide each other (CuTe's rule), or when its remaining
+    offsets all fall inside that mode (`(6,2):(1,7) o 2:4 = 2:4`); else ValueError.
     """
+    return _compose(a, b, strict=False)
+
+
+def _compose(a: Layout, b: object, strict: bool) -> Layout:
     if b is None:
         return a
     if isinstance(b, tuple):
         if len(b) > a.rank():
             raise ValueError(f"tiler of rank {len(b)} longer than layout rank {a.rank()}")
-        parts = [composition(a[i], b[i]) for i in range(len(b))]
+        parts = [_compose(a[i], b[i], strict) for i in range(len(b))]
         parts += [a[i] for i in range(len(b), a.rank())]
         return make_layout(parts)
     b = _as_layout(b)  # type: ignore[arg-type]
     if is_tuple(b.shape):
-        live = filter_zeros(b)
-        if len(flatten(live.shape)) > 1:
+        if _nests(filter_zeros(b)):
+            # nested modes meeting A by divisibility: mode by mode is exact
             try:
-                complement(live)
-            except ValueError as exc:
-                raise ValueError(
-                    f"composition {a} o {b}: the modes of B overlap, so composing mode by "
-                    "mode would not equal A(B(c))"
-                ) from exc
-        return make_layout([composition(a, m) for m in b.modes()])
+                return make_layout([_compose(a, m, strict=True) for m in b.modes()])
+            except ValueError:
+                pass
+        scaled = _compose_on_linear_image(a, b)
+        if scaled is not None:
+            return scaled
+        if _carry_free(a, b):
+            return make_layout([_compose(a, m, strict=False) for m in b.modes()])
+        raise ValueError(
+            f"composition {a} o {b}: the modes of B overlap, interleave or do not meet "
+            "A's extents, and adding their offsets carries between A's modes, so composing "
+            "mode by mode would not equal A(B(c))"
+        )
     bs, bd = b.shape, b.stride
     if bd == 0:  # type: ignore[comparison-overlap]
         return Layout(bs, 0)
@@ -232,6 +324,12 @@ def composition(a: Layout, b: object) -> Layout:
             rest_stride //= s  # type: ignore[operator]
             continue
         if s % rest_stride != 0:  # type: ignore[operator]
+            if not strict and rest_stride * (rest_shape - 1) < s:  # type: ignore[operator]
+                # every remaining offset lies inside this mode: no carry into the next one
+                shapes.append(rest_shape)  # type: ignore[arg-type]
+                strides.append(rest_stride * d)  # type: ignore[operator]
+                rest_shape = 1
+                break
             raise ValueError(
                 f"composition {a} o {b}: stride {rest_stride} and mode extent {s} "
                 "do not divide each other"
@@ -254,10 +352,16 @@ def composition(a: Layout, b: object) -> Layout:
 
 
 def complement(layout: Layout, cotarget: int | None = None) -> Layout:
-    """C such that (layout, C) is injective and its image is [0, size(layout)*size(C)).
+    """CuTe's complement: C, increasing, whose offsets other than C(0) = 0 avoid layout's,
+    with (layout, C) injective and reaching about `cotarget` (default: cosize(layout)).
 
-    size(layout)*size(C) >= cotarget (default: cosize(layout)). Raises ValueError when the
-    layout's images overlap or its strides do not nest (no such layout C exists).
+    Leaves are taken by increasing stride; each leaves a gap of stride // current below it
+    (current: the span so far). When the strides nest (each a multiple of the span below
+    it) the gaps are exact and (layout, C) is a bijection onto [0, size(layout)*size(C)),
+    with that size >= cotarget. Otherwise CuTe floor-divides the gaps, as done here: the
+    guarantees above still hold, but (layout, C) skips some offsets. Raises ValueError when
+    a stride is below the span so far (the layout's images overlap or interleave: CuTe's
+    "non-injective layout") or negative.
     """
     if cotarget is None:
         cotarget = layout.cosize()
@@ -270,10 +374,10 @@ def complement(layout: Layout, cotarget: int | None = None) -> Layout:
     strides: list[int] = []
     current = 1
     for d, s in pairs:
-        if d % current != 0:
+        if d < current:
             raise ValueError(
-                f"complement({layout}): stride {d} is not a multiple of {current}; "
-                "the layout's images overlap or do not nest"
+                f"complement({layout}): stride {d} lies inside the span {current} of the "
+                "smaller strides; the layout's images overlap or interleave"
             )
         shapes.append(d // current)
         strides.append(current)
@@ -284,7 +388,8 @@ def complement(layout: Layout, cotarget: int | None = None) -> Layout:
 
 
 def logical_divide(a: Layout, b: object) -> Layout:
-    """Split A into (tile, rest): A o (B, complement(B, size(A))). Tuples go mode-by-mode."""
+    """Split A into (tile, rest): A o (B, complement(B, size(A))). A tuple tiler goes
+    mode-by-mode (nested tuples recurse), None keeps that mode whole (CuTe's `_`)."""
     if b is None:
         return a
     if isinstance(b, tuple):
@@ -297,17 +402,9 @@ def logical_divide(a: Layout, b: object) -> Layout:
     return composition(a, make_layout(b, complement(b, a.size())))
 
 
-def zipped_divide(a: Layout, b: tuple[object, ...]) -> Layout:
-    """logical_divide by modes, then gather ((tiles...), (rests...))."""
-    split = logical_divide(a, b)
-    n = len(b)
-    tiles = [split[i][0] for i in range(n)]
-    rests = [split[i][1] for i in range(n)] + [split[i] for i in range(n, split.rank())]
-    return make_layout(make_layout(tiles), make_layout(rests))
-
-
 def logical_product(a: Layout, b: object) -> Layout:
-    """Repeat A over B: (A, complement(A, size(A)*cosize(B)) o B). Tuples go mode-by-mode."""
+    """Repeat A over B: (A, complement(A, size(A)*cosize(B)) o B). A tuple goes mode-by-mode,
+    None keeps that mode as it is."""
     if b is None:
         return a
     if isinstance(b, tuple):
@@ -318,6 +415,50 @@ def logical_product(a: Layout, b: object) -> Layout:
         return make_layout(parts)
     b = _as_layout(b)  # type: ignore[arg-type]
     return make_layout(a, composition(complement(a, a.size() * b.cosize()), b))
+
+
+def _unzip(split: Callable[[Layout, object], Layout], a: Layout, b: object) -> Layout:
+    """Split A by B mode-by-mode and gather the parts into ((firsts...), (seconds...)).
+
+    `split(A_i, B_i)` returns a rank-2 (first, second) layout. A None in B yields the empty
+    tile 1:0 and keeps A_i whole among the seconds; A's modes past B's rank join the seconds;
+    a nested tuple in B recurses (CuTe's hierarchical unzip)."""
+    if b is None:
+        return make_layout(Layout(1, 0), a)
+    if isinstance(b, tuple):
+        if len(b) > a.rank():
+            raise ValueError(f"tiler of rank {len(b)} longer than layout rank {a.rank()}")
+        parts = [_unzip(split, a[i], b[i]) for i in range(len(b))]
+        firsts = [p[0] for p in parts]
+        seconds = [p[1] for p in parts] + [a[i] for i in range(len(b), a.rank())]
+        return make_layout(make_layout(firsts), make_layout(seconds))
+    return split(a, b)
+
+
+def _tiled(zipped: Layout) -> Layout:
+    """(tiles, (r0, r1, ...)) -> (tiles, r0, r1, ...)."""
+    return make_layout([zipped[0], *zipped[1].modes()])
+
+
+def zipped_divide(a: Layout, b: object) -> Layout:
+    """logical_divide by modes, then gather ((tiles...), (rests...)); None keeps a mode
+    whole (its tile is 1:0, the mode joins the rests)."""
+    return _unzip(logical_divide, a, b)
+
+
+def tiled_divide(a: Layout, b: object) -> Layout:
+    """zipped_divide with the rest modes as top-level modes: (tiles, rest0, rest1, ...)."""
+    return _tiled(zipped_divide(a, b))
+
+
+def zipped_product(a: Layout, b: object) -> Layout:
+    """logical_product by modes, then gather ((A's modes...), (repetitions...))."""
+    return _unzip(logical_product, a, b)
+
+
+def tiled_product(a: Layout, b: object) -> Layout:
+    """zipped_product with the repetition modes as top-level modes."""
+    return _tiled(zipped_product(a, b))
 
 
 def right_inverse(layout: Layout) -> Layout:
@@ -456,6 +597,57 @@ def compose_any(a: Layout | ComposedLayout | Swizzle, b: object) -> Layout | Com
     if isinstance(a, ComposedLayout):
         return ComposedLayout(a.swizzle, composition(a.layout, b), a.offset)
     return composition(a, b)
+
+
+# --- slicing -----------------------------------------------------------------------------
+
+
+def _sliced(crd: object, target: IntTuple) -> tuple[IntTuple, ...]:
+    """The parts of `target` (a shape or a stride) that `crd` leaves open: each None keeps
+    its whole sub-tree as one mode, an int drops it, and a tuple concatenates its modes'
+    parts (so each tuple level of `crd` flattens one level, as CuTe's slice does)."""
+    if isinstance(crd, tuple):
+        pairs = zip(crd, target, strict=True)  # type: ignore[arg-type]
+        return tuple(x for c, t in pairs for x in _sliced(c, t))
+    return (target,) if crd is None else ()
+
+
+def _fixed(crd: object, shape: IntTuple) -> IntTuple:
+    """`crd` with None read as 0, checked against `shape` (ValueError with what is wrong)."""
+    if crd is None:
+        return 0
+    if isinstance(crd, tuple):
+        if not is_tuple(shape) or len(crd) != len(shape):  # type: ignore[arg-type]
+            raise ValueError(f"slice coordinate {crd!r} does not fit shape "
+                             f"{format_int_tuple(shape)}")
+        pairs = zip(crd, shape, strict=True)  # type: ignore[arg-type]
+        return tuple(_fixed(c, t) for c, t in pairs)
+    if not is_int(crd):
+        raise ValueError(f"slice coordinate entries are ints or None, not {crd!r}")
+    if not 0 <= crd < product(shape):  # type: ignore[operator]
+        raise ValueError(f"slice coordinate {crd} outside the mode {format_int_tuple(shape)}")
+    return crd  # type: ignore[return-value]
+
+
+def slice_and_offset(crd: object, layout: Layout | ComposedLayout
+                     ) -> tuple[Layout | ComposedLayout, int]:
+    """CuTe's `slice_and_offset(crd, layout)`, i.e. `layout(_, 3)` with None for `_`.
+
+    Returns (sub, offset) with layout(c) == offset + sub(open coordinates of c) for every
+    completion c of the None positions; sub's modes are the open sub-trees in order. A
+    swizzled layout is not additive, so its offset moves inside: (sw o (off + o) o sub, 0).
+    """
+    if isinstance(layout, ComposedLayout):
+        sub, off = slice_and_offset(crd, layout.layout)
+        return ComposedLayout(layout.swizzle, sub, layout.offset + off), 0  # type: ignore[arg-type]
+    fixed = _fixed(crd, layout.shape)
+    sub = Layout(_sliced(crd, layout.shape), _sliced(crd, layout.stride))
+    return sub, crd2idx(fixed, layout.shape, layout.stride)
+
+
+def slice_layout(crd: object, layout: Layout | ComposedLayout) -> Layout | ComposedLayout:
+    """The sub-layout of `slice_and_offset` (CuTe's `slice`; its offset is dropped)."""
+    return slice_and_offset(crd, layout)[0]
 
 
 # --- parsing -----------------------------------------------------------------------------

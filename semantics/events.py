@@ -42,7 +42,6 @@ Fn = Callable[[Mapping[str, Any]], Any]
 
 SYNC_STMTS = (ir.Init, ir.Fence, ir.Sync, ir.Wait, ir.Arrive, ir.ExpectTx, ir.TmaLoad,
               ir.TmaStore, ir.CommitGroup, ir.WaitGroup)
-MAX_FOOTPRINT_POINTS = 1 << 22
 
 
 class Unsupported(Exception):
@@ -139,6 +138,20 @@ def compile_expr(e: ir.Expr, lets: Lets) -> Fn:
             raise Unsupported(f"expression of kind {type(x).__name__} has no integer meaning "
                               "here", x.span)
     return evaluate.compile_expr(e, leaf)
+
+
+def expr_key(e: Any, lets: Lets) -> Any:
+    """A term's structure with `let`s inlined and positions dropped: equal keys, equal
+    values in equal environments."""
+    if isinstance(e, ir.LocalRef) and not e.mutable and e.uid in lets.table:
+        return expr_key(lets.table[e.uid], lets)
+    if isinstance(e, ir.Expr):
+        return (type(e).__name__,) + tuple(expr_key(getattr(e, f), lets)
+                                           for f in e.__dataclass_fields__
+                                           if f not in ("span", "type"))
+    if isinstance(e, tuple):
+        return tuple(expr_key(x, lets) for x in e)
+    return e
 
 
 def conjuncts(e: ir.Expr) -> list[ir.Expr]:
@@ -283,25 +296,46 @@ class LoopCtx:
 
 @dataclass(frozen=True)
 class AccessNode:
-    """A tree evaluated (vectorised over threads and collapsed loops) into a footprint.
+    """A tree evaluated (vectorised over threads and collapsed loops) into a footprint
+    (semantics/footprint.py).
 
-    kind "acc": buffer, write flag, index functions, exact (False: over-approximated);
-    kind "loop": uid, lo/hi functions, step, children; kind "if": cond (None: unknown, both
-    branches may run), then, orelse."""
+    kind "acc": buffer, write flag, index functions; kind "loop": uid, lo/hi functions,
+    step, children; kind "if": cond, then, orelse.
+
+    Every function comes twice. The plain one (`index`, `lo`, `hi`, `cond`) reads only the
+    thread and loop variables, so a footprint holds for every size and block; it is None
+    where the term needs more (sizes, the block index), and the footprint then
+    over-approximates: an unknown index touches the whole buffer, an unknown condition
+    runs both branches, an unknown loop every element. The `_full` one also reads the
+    sizes and the block index, so it gives the exact footprint of one block of one launch
+    (the witness of a refutation); it is None only for terms that read memory."""
 
     kind: str
     buffer: str = ""
     write: bool = False
-    index: tuple[Fn, ...] = ()
-    exact: bool = True
+    index: tuple[Fn, ...] | None = None
+    index_full: tuple[Fn, ...] | None = None
     uid: int = 0
     lo: Fn | None = None
     hi: Fn | None = None
+    lo_full: Fn | None = None
+    hi_full: Fn | None = None
     step: int = 1
     cond: Fn | None = None
+    cond_full: Fn | None = None
+    # A condition that reads only the thread, the block index and the sizes is constant per
+    # thread for a whole launch: its structural key lets footprints say "certainly
+    # written, if this condition holds for the thread" (None: not such a condition).
+    cond_key: tuple | None = None
+    uses_var: bool = True  # loop: some index, condition or bound below reads its variable
     then: tuple[AccessNode, ...] = ()
     orelse: tuple[AccessNode, ...] = ()
     span: Span | None = None  # the load or store itself (for diagnostics)
+
+    @property
+    def exact(self) -> bool:
+        """An access whose elements are known for every size and block."""
+        return self.index is not None
 
 
 @dataclass(frozen=True)
@@ -648,9 +682,22 @@ class _Compiler:
 # ---- access footprints ------------------------------------------------------------------------
 
 
-def _index_exact(exprs: tuple[ir.Expr, ...], lets: Lets) -> bool:
-    return not any(free_vars(e, lets) & {"data", "block"} or
-                   any(v.startswith("size:") for v in free_vars(e, lets)) for e in exprs)
+def _known(e: ir.Expr, lets: Lets) -> bool:
+    """The term reads only the thread and loop variables (the same for every size and
+    block)."""
+    fv = free_vars(e, lets)
+    return not (fv & {"data", "block"} or any(v.startswith("size:") for v in fv))
+
+
+def _compiled(e: ir.Expr, lets: Lets) -> tuple[Fn | None, Fn | None]:
+    """(plain, full) functions of a term: see AccessNode."""
+    if "data" in free_vars(e, lets):
+        return None, None
+    try:
+        full = compile_expr(e, lets)
+    except Unsupported:
+        return None, None
+    return (full if _known(e, lets) else None), full
 
 
 def _loads_nodes(e: ir.Expr, lets: Lets, kernel: ir.Kernel) -> tuple[AccessNode, ...]:
@@ -662,9 +709,11 @@ def _loads_nodes(e: ir.Expr, lets: Lets, kernel: ir.Kernel) -> tuple[AccessNode,
 
 def _acc_node(buffer: str, write: bool, indices: tuple[ir.Expr, ...], lets: Lets,
               span: Span | None = None) -> AccessNode:
-    exact = _index_exact(indices, lets)
-    index = tuple(compile_expr(i, lets) for i in indices) if exact else ()
-    return AccessNode("acc", buffer=buffer, write=write, index=index, exact=exact, span=span)
+    fns = [_compiled(i, lets) for i in indices]
+    index = tuple(f for f, _ in fns) if all(f is not None for f, _ in fns) else None
+    full = tuple(g for _, g in fns) if all(g is not None for _, g in fns) else None
+    return AccessNode("acc", buffer=buffer, write=write, index=index, index_full=full,
+                      span=span)
 
 
 def _access_nodes(stmts: tuple[ir.Stmt, ...], lets: Lets, kernel: ir.Kernel
@@ -685,187 +734,53 @@ def _access_nodes(stmts: tuple[ir.Stmt, ...], lets: Lets, kernel: ir.Kernel
             inner = _access_nodes(s.body, lets, kernel)
             if not inner:
                 continue
-            bounds_ok = not any(
-                free_vars(b, lets) & {"data", "block"}
-                or any(v.startswith("size:") for v in free_vars(b, lets))
-                for b in (s.lo, s.hi))
-            if bounds_ok:
-                out.append(AccessNode("loop", uid=s.var.uid, lo=compile_expr(s.lo, lets),
-                                      hi=compile_expr(s.hi, lets), step=s.step, then=inner))
-            else:  # unknown trip: every access below becomes the whole buffer
-                out.extend(_inexact(inner))
+            lo, lo_full = _compiled(s.lo, lets)
+            hi, hi_full = _compiled(s.hi, lets)
+            uses = any(f"loop:{s.var.uid}" in free_vars(e, lets)
+                       for e in _access_exprs(s.body, lets, known_only=False))
+            out.append(AccessNode("loop", uid=s.var.uid, lo=lo, hi=hi, lo_full=lo_full,
+                                  hi_full=hi_full, step=s.step, then=inner, uses_var=uses))
         elif isinstance(s, ir.If):
             out.extend(_loads_nodes(s.cond, lets, kernel))
             then = _access_nodes(s.then, lets, kernel)
             orelse = _access_nodes(s.orelse, lets, kernel)
             if not (then or orelse):
                 continue
+            cond, cond_full = _compiled(s.cond, lets)
             fv = free_vars(s.cond, lets)
-            known = not (fv & {"data", "block"} or any(v.startswith("size:") for v in fv))
-            cond = compile_expr(s.cond, lets) if known else None
-            out.append(AccessNode("if", cond=cond, then=then, orelse=orelse))
+            constant = not any(v == "data" or v.startswith("loop:") for v in fv)
+            out.append(AccessNode("if", cond=cond, cond_full=cond_full,
+                                  cond_key=expr_key(s.cond, lets) if constant else None,
+                                  then=then, orelse=orelse))
         elif isinstance(s, ir.Role):
             out.extend(_access_nodes(s.body, lets, kernel))
     return tuple(out)
 
 
-def _known(e: ir.Expr, lets: Lets) -> bool:
-    fv = free_vars(e, lets)
-    return not (fv & {"data", "block"} or any(v.startswith("size:") for v in fv))
+def _access_exprs(stmts: tuple[ir.Stmt, ...], lets: Lets,
+                  known_only: bool = True) -> Iterator[ir.Expr]:
+    """The terms a footprint depends on (with `known_only`, those it evaluates exactly)."""
+    def keep(e: ir.Expr) -> bool:
+        return not known_only or _known(e, lets)
 
-
-def _access_exprs(stmts: tuple[ir.Stmt, ...], lets: Lets) -> Iterator[ir.Expr]:
-    """The terms a footprint depends on (those it evaluates exactly)."""
     for s in stmts:
         if isinstance(s, ir.Let):
             lets = lets.bind(s.uid, s.value)
         for e in own_exprs(s):
             for ld in shared_loads(e):
-                yield from (i for i in ld.indices if _known(i, lets))
+                yield from (i for i in ld.indices if keep(i))
         if isinstance(s, ir.Store) and s.space is ir.Space.SHARED:
-            yield from (i for i in s.indices if _known(i, lets))
+            yield from (i for i in s.indices if keep(i))
         if isinstance(s, ir.For):
-            yield from (b for b in (s.lo, s.hi) if _known(b, lets))
-            yield from _access_exprs(s.body, lets)
+            yield from (b for b in (s.lo, s.hi) if keep(b))
+            yield from _access_exprs(s.body, lets, known_only)
         elif isinstance(s, ir.If):
-            if _known(s.cond, lets):
+            if keep(s.cond):
                 yield s.cond
-            yield from _access_exprs(s.then, lets)
-            yield from _access_exprs(s.orelse, lets)
+            yield from _access_exprs(s.then, lets, known_only)
+            yield from _access_exprs(s.orelse, lets, known_only)
         elif isinstance(s, ir.Role):
-            yield from _access_exprs(s.body, lets)
-
-
-def _inexact(nodes: tuple[AccessNode, ...]) -> list[AccessNode]:
-    out = []
-    for n in nodes:
-        if n.kind == "acc":
-            out.append(AccessNode("acc", buffer=n.buffer, write=n.write, exact=False,
-                                  span=n.span))
-        else:
-            out.extend(_inexact(n.then))
-            out.extend(_inexact(n.orelse))
-    return out
-
-
-def footprint(nodes: tuple[AccessNode, ...], env: Mapping[str, Any], threads: tuple[int, ...],
-              kernel: ir.Kernel) -> dict[str, tuple[int, int, bool]]:
-    """Buffer -> (read mask, write mask, exact) over the elements (row-major logical index).
-
-    Vectorised: every thread of the class and every iteration of collapsed loops is one
-    point; conditions mask points; out-of-range indices are dropped (bounds are another
-    checker's business)."""
-    pts = {k: v for k, v in env.items()}
-    pts["thread"] = np.array(threads, dtype=np.int64)
-    mask = np.ones(len(threads), dtype=bool)
-    acc: dict[str, list] = {}
-    _fp(nodes, pts, mask, kernel, acc)
-    out: dict[str, tuple[int, int, bool]] = {}
-    for buf, (r, w, exact) in acc.items():
-        out[buf] = (_bits(r), _bits(w), exact)
-    return out
-
-
-def _fp(nodes: tuple[AccessNode, ...], pts: dict[str, Any], mask: np.ndarray,
-        kernel: ir.Kernel, acc: dict[str, list]) -> None:
-    for n in nodes:
-        if n.kind == "acc":
-            buf = kernel.buffer(n.buffer)
-            entry = acc.setdefault(n.buffer, [np.zeros(buf.size, bool), np.zeros(buf.size, bool),
-                                              True])
-            target = entry[1] if n.write else entry[0]
-            if not n.exact:
-                if mask.any():
-                    target[:] = True
-                    entry[2] = False
-                continue
-            idx = [np.broadcast_to(np.asarray(f(pts), dtype=np.int64), mask.shape)
-                   for f in n.index]
-            ok = mask.copy()
-            flat = np.zeros(mask.shape, dtype=np.int64)
-            for i, d in zip(idx, buf.shape, strict=True):
-                ok &= (i >= 0) & (i < d)
-                flat = flat * d + i
-            target[flat[ok]] = True
-        elif n.kind == "if":
-            if n.cond is None:
-                _fp(n.then, pts, mask, kernel, acc)
-                _fp(n.orelse, pts, mask, kernel, acc)
-                for e in acc.values():
-                    e[2] = False
-                continue
-            c = np.broadcast_to(np.asarray(n.cond(pts), dtype=bool), mask.shape)
-            _fp(n.then, pts, mask & c, kernel, acc)
-            _fp(n.orelse, pts, mask & ~c, kernel, acc)
-        else:  # collapsed loop: expand every point by the loop's iterations
-            if not mask.any():
-                continue
-            try:
-                lo = np.broadcast_to(np.asarray(n.lo(pts), dtype=np.int64), mask.shape)
-                hi = np.broadcast_to(np.asarray(n.hi(pts), dtype=np.int64), mask.shape)
-            except OverflowError:  # a bound past int64: far too many points anyway
-                _fp(tuple(_inexact(n.then)), pts, mask, kernel, acc)
-                continue
-            vlo, vhi = int(lo[mask].min()), int(hi[mask].max())
-            # Count before allocating: a 2^31-iteration loop must not build its array.
-            count = max(0, -(-(vhi - vlo) // n.step))
-            if count == 0:
-                continue
-            if count * mask.size > MAX_FOOTPRINT_POINTS:
-                _fp(tuple(_inexact(n.then)), pts, mask, kernel, acc)
-                continue
-            values = np.arange(vlo, vhi, n.step, dtype=np.int64)
-            reps = values.size
-            new = {k: (np.repeat(np.broadcast_to(v, mask.shape), reps)
-                       if isinstance(v, np.ndarray) else v) for k, v in pts.items()}
-            var = np.tile(values, mask.size)
-            new[f"L{n.uid}"] = var
-            m = np.repeat(mask, reps) & (var >= np.repeat(lo, reps)) & (var < np.repeat(hi, reps))
-            m &= (var - np.repeat(lo, reps)) % n.step == 0
-            _fp(n.then, new, m, kernel, acc)
-
-
-def leaves(nodes: tuple[AccessNode, ...]) -> Iterator[AccessNode]:
-    for n in nodes:
-        if n.kind == "acc":
-            yield n
-        else:
-            yield from leaves(n.then)
-            yield from leaves(n.orelse)
-
-
-def culprit(nodes: tuple[AccessNode, ...], env: Mapping[str, Any], threads: tuple[int, ...],
-            kernel: ir.Kernel, buffer: str, mask: int, write: bool) -> Span | None:
-    """The span of the first load or store among `nodes` whose footprint meets `mask`."""
-    for leaf in leaves(nodes):
-        if leaf.buffer != buffer or leaf.write != write:
-            continue
-        only = _keep(nodes, leaf)
-        fp = footprint(only, env, threads, kernel).get(buffer)
-        if fp is not None and (fp[1] if write else fp[0]) & mask:
-            return leaf.span
-    return None
-
-
-def _keep(nodes: tuple[AccessNode, ...], leaf: AccessNode) -> tuple[AccessNode, ...]:
-    """The tree with every access other than `leaf` removed."""
-    out = []
-    for n in nodes:
-        if n.kind == "acc":
-            if n is leaf:
-                out.append(n)
-        else:
-            then, orelse = _keep(n.then, leaf), _keep(n.orelse, leaf)
-            if then or orelse:
-                out.append(AccessNode(n.kind, uid=n.uid, lo=n.lo, hi=n.hi, step=n.step,
-                                      cond=n.cond, then=then, orelse=orelse))
-    return tuple(out)
-
-
-def _bits(a: np.ndarray) -> int:
-    if not a.any():
-        return 0
-    return int.from_bytes(np.packbits(a, bitorder="little").tobytes(), "little")
+            yield from _access_exprs(s.body, lets, known_only)
 
 
 def slice_mask(buf: ir.SharedBuffer, prefix: tuple[int, ...]) -> int:

@@ -15,6 +15,16 @@ State (a tuple, hashed as a whole):
            and ("S", class, group age, atoms, fraction) (age 0 = open bulk group)
   perms    ownership only, per atom of shared memory: (holders with their shares in
            integer units of the atom, unfenced generic writers (class, published?))
+  defined  ownership only, per atom: 0 never written, MAYBE_DEFINED, DEFINED, or a cover
+           (>= COVER: written if launch-constant conditions held for the writers)
+  lflags   per barrier instance: LOAD_IN_PHASE / LOAD_UNOBSERVED (exit: TS430)
+  sages    per class: bulk-group ages of TMA stores no wait_group covered (exit: TS307)
+  wins     ownership only, per class: (open, published, acquired) interned thread maps of
+           its accesses not yet ordered among its threads (semantics/footprint.py)
+
+Races between threads of one class and uninitialised reads are *candidates* (soft findings
+with detail["candidate"]): they do not cut a search short, and the checker confirms them on
+exact footprints (semantics/witness.py) before refuting.
 
 Permission holders: ("A", class), ("F",) free (claimable: after init and after `sync`),
 ("P", instance) deposited into a barrier's current phase, ("E", instance, class) released
@@ -37,21 +47,32 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
 from tilesafe.frontend import ir
 from tilesafe.frontend.span import Span
+from tilesafe.semantics import footprint as fpm
 from tilesafe.semantics import mbarrier as mb
+from tilesafe.semantics.budget import Budget, BudgetExceeded
 from tilesafe.semantics.events import (
     Agent,
     Instr,
     Model,
     TraceStep,
     Unsupported,
-    culprit,
-    footprint,
     slice_mask,
 )
 
 END = "end"
+# Per barrier instance (state[6]): a TMA load was issued during the current phase; a phase
+# with a load completed and no wait on the instance has passed since. A block that exits
+# with either bit set exits with a load nobody is ordered after (TS430).
+LOAD_IN_PHASE, LOAD_UNOBSERVED = 1, 2
+# Per atom (state[5]): nothing wrote it (0) / some write may have covered it / it was
+# certainly written (a certain write of a thread, a TMA load landing) / from COVER on: it
+# was written certainly *if* launch-constant conditions held for the writing threads (an
+# interned cover, Machine.cover_of), which covers later reads under the same conditions.
+MAYBE_DEFINED, DEFINED, COVER = 1, 2, 3
 _EMPTY: frozenset = frozenset()
 _SYNC = frozenset({("s",)})
 FREE = ("F",)
@@ -81,6 +102,13 @@ class Stats:
     reason: str = ""
     deadlocks: int = 0
     finals: int = 0
+    budget: bool = False  # stopped because the verification budget is spent
+
+
+class CannotMove(Exception):
+    """A replayed move names an agent that cannot move in that state: the path does not
+    belong to this system (e.g. a far-system run tried at a smaller trip count). Not a
+    property of the kernel, so it carries no TS code."""
 
 
 class _Error(Exception):
@@ -127,6 +155,7 @@ class Machine:
         self._copy_cache: dict = {}
         self.static_u: list[tuple] = []
         self._labels_cache: dict[int, str] = model.__dict__.setdefault("_label_cache", {})
+        self.windows: fpm.TouchTable = model.__dict__.setdefault("_touches", fpm.TouchTable())
         self._prepass()
         self._futures()
 
@@ -233,25 +262,73 @@ class Machine:
                              "buffer", ins.stmt.span)
             return ("ok", inst, self.atoms_of(ins.buffer, mask) if self.ownership else ())
         if op == "access":
-            fp = self.footprint(a, ins, env)
-            reads, writes, exact = [], [], True
-            for buf, (r, w, ex) in fp.items():
+            fp, masks = self.footprint(a, ins, env)
+            reads, writes, must, exposed, covered = [], [], [], [], []
+            for buf, (r, w, mw, ex, cv) in masks.items():
                 reads.extend(self.atoms_of(buf, r))
                 writes.extend(self.atoms_of(buf, w))
-                exact = exact and ex
-            return ("ok", tuple(sorted(set(reads) - set(writes))), tuple(sorted(writes)), exact)
+                must.extend(self.atoms_of(buf, mw))
+                exposed.extend(self.atoms_of(buf, ex))
+                covered.extend(self.atoms_of(buf, cv))
+            touch = self.windows.intern(fp.touches()) if self.agents[a].cls.size > 1 else 0
+            covers = tuple((x, self.cover_of(fp, x)) for x in sorted(set(covered)))
+            return ("ok", tuple(sorted(set(reads) - set(writes))), tuple(sorted(writes)),
+                    not fp.approx, touch, tuple(sorted(exposed)), tuple(sorted(must)), covers,
+                    fp)
         return ("ok",)
 
     # ---- atoms and waiters (ownership) -----------------------------------------------------
 
-    def footprint(self, a: int, ins: Instr, env: Mapping[str, Any]) -> dict:
-        """Footprints depend only on loop variables (terms with sizes are over-approximated
-        to the whole buffer), so they are cached on the model across machines."""
+    def cover_of(self, fp: fpm.Footprint, x: int) -> int:
+        """The writes of `fp` to atom x that are certain under launch-constant literals, as
+        a definedness value (>= COVER): which thread writes each element, under which."""
+        p = fp.bufs[self.atom_buf[x]]
+        mask = self._elements(x)
+        thread = np.where(mask, p.covered, fpm.NONE)
+        guard = np.where(mask, p.covered_guard, 0)
+        table = self.model.__dict__.setdefault("_covers", {})
+        key = (self.atom_buf[x], thread.tobytes(), guard.tobytes())
+        if key not in table:
+            table[key] = (COVER + len(table), thread, guard)
+        return table[key][0]
+
+    def covers(self, value: int, fp: fpm.Footprint, x: int) -> bool:
+        """Does the definedness value `value` of atom x (a cover) cover every exposed read of
+        `fp` in x: the same single thread wrote the element under literals the read is
+        under too (so, whenever the read happens, the write did)?"""
+        cache = self.model.__dict__.setdefault("_cover_hits", {})
+        key = (value, id(fp), x)
+        hit = cache.get(key)
+        if hit is None:
+            table = self.model.__dict__["_covers"]
+            _, thread, guard = next(v for v in table.values() if v[0] == value)
+            p = fp.bufs[self.atom_buf[x]]
+            e = self._elements(x) & p.exposed
+            hit = bool(np.all((p.exposed_by[e] >= 0) & (p.exposed_by[e] == thread[e])
+                              & ((guard[e] & ~p.exposed_guard[e]) == 0)))
+            cache[key] = hit
+        return hit
+
+    def _elements(self, x: int) -> np.ndarray:
+        """Atom x as a boolean array over its buffer's elements."""
+        size = self.k.buffer(self.atom_buf[x]).size
+        raw = self.atom_mask[x].to_bytes((size + 7) // 8, "little")
+        bits = np.unpackbits(np.frombuffer(raw, dtype=np.uint8), bitorder="little")
+        return bits[:size].astype(bool)
+
+    def footprint(self, a: int, ins: Instr, env: Mapping[str, Any]
+                  ) -> tuple[fpm.Footprint, dict]:
+        """The may-footprint (semantics/footprint.py) and its bit masks. It depends only on
+        loop variables (terms with sizes are over-approximated), so it is cached on the
+        model across machines."""
         cache = self.model.__dict__.setdefault("_fp_cache", {})
         key = (a, id(ins), tuple(sorted((k, v) for k, v in env.items() if k.startswith("L"))))
         hit = cache.get(key)
         if hit is None:
-            hit = footprint(ins.access, env, self.agents[a].cls.threads, self.k)
+            lits = self.model.__dict__.setdefault("_literals", fpm.Literals())
+            fp = fpm.evaluate(ins.access, env, self.agents[a].cls.threads, self.k,
+                              literals=lits)
+            hit = (fp, fp.masks())
             cache[key] = hit
         return hit
 
@@ -312,9 +389,9 @@ class Machine:
                         elif not self.ownership:
                             continue
                         elif ins.op == "access":
-                            fp = self.footprint(a, ins, env)
-                            for buf, (r, w, _) in fp.items():
-                                regions[buf].update(m for m in (r, w) if m)
+                            _, masks = self.footprint(a, ins, env)
+                            for buf, bits in masks.items():
+                                regions[buf].update(m for m in bits if m)
                         else:
                             prefix = tuple(int(f(env)) for f in ins.prefix)
                             m = slice_mask(self.k.buffer(ins.buffer), prefix)
@@ -445,8 +522,41 @@ class Machine:
         if ins.op != "access":
             return None
         env = self.env(a, ins, ctrs)
-        return culprit(ins.access, env, self.agents[a].cls.threads, self.k,
-                       self.atom_buf[atom], self.atom_mask[atom], write)
+        return fpm.culprit(ins.access, env, self.agents[a].cls.threads, self.k,
+                           self.atom_buf[atom], self.atom_mask[atom], write)
+
+    def concurrent_writer(self, agents: Any, copies: Any, a: int, x: int) -> bool:
+        """May another agent, or a copy in flight, still write atom x before its next sync
+        (its future, `_futures`)? `agents` and `copies` are those of a state."""
+        key = ("u", x)
+        for b in range(self.n):
+            if b != a and key in self.fut[b][agents[b][0]][1]:
+                return True
+        return any(c[0] == "L" and x in c[4] for c in copies)
+
+    def atom_at(self, buf: str, element: int) -> int:
+        """The atom holding one element of a buffer."""
+        for x in self.atoms.get(buf, ()):
+            if (self.atom_mask[x] >> element) & 1:
+                return x
+        raise KeyError((buf, element))
+
+    def race_text(self, a: int, c: fpm.Conflict, kind: str) -> str:
+        """What two threads of one class did to one element, for a race message."""
+        def who(t: int) -> str:
+            return f"thread {t}" if t >= 0 else "several threads"
+
+        elem = fpm.element_label(self.k.buffer(c.buffer), c.element)
+        cls = self.agents[a].cls.name
+        earlier = "wrote" if c.kind in (fpm.RAW, fpm.WAW) else "read"
+        later = "reads" if c.kind == fpm.RAW else "writes"
+        text = (f"{who(c.later)} of {cls} {later} {elem}, which {who(c.earlier)} of the same "
+                f"class {earlier}")
+        if kind == "possible-race":
+            return (text + " with only mbarrier operations of the class in between: whether "
+                    "they order the two threads is not decided (possible race)")
+        return (text + " with no synchronisation in between: the threads of a class are not "
+                "in lockstep, so this is a race (a `sync` missing?)")
 
     def released_before(self, a: int, pc: int, atom: int) -> bool:
         """Did this class, earlier in the same pass over its code (back to the loop head or
@@ -506,8 +616,11 @@ class Machine:
         perms: tuple = ()
         if self.ownership:
             perms = tuple((frozenset({(FREE, self.unit)}), ()) for _ in self.atom_mask)
-        defined = (False,) * len(self.atom_mask) if self.ownership else ()
-        return (agents, bars, obs, (), perms, defined)
+        defined = (0,) * len(self.atom_mask) if self.ownership else ()
+        lflags = (0,) * self.ninst
+        sages = ((),) * self.n
+        wins = ((0, 0, 0),) * self.n if self.ownership else ()
+        return (agents, bars, obs, (), perms, defined, lflags, sages, wins)
 
     # ---- moves -----------------------------------------------------------------------------
 
@@ -828,6 +941,43 @@ class Machine:
         return (f"{self.labels[inst]}: phase {n} (parity {st.parity}), pending "
                 f"{st.pending}/{st.expected}, tx {st.tx}")
 
+    def exit_violation(self, state: tuple) -> tuple[str, str, Span | None] | None:
+        """At a state where every agent has finished: asynchronous work the block may leave
+        behind. PTX does not drain the copy engine at exit: a TMA store whose shared-memory
+        reads no `wait_group ... read` of its issuer covered (TS307), or a TMA load whose
+        landing no wait is ordered after (TS430), may still be running when the block's
+        shared memory is handed to the next block -- undefined behaviour. Copies finishing
+        early in one interleaving prove nothing: the copy engine may be slower."""
+        for a, ages in enumerate(state[7]):
+            if ages:
+                span = self._span_of(a, "tma_store")
+                return ("TS307", f"{self.agents[a].cls.name} exits with a TMA store whose "
+                        "shared-memory reads no 'wait_group 0 read' (or a covering "
+                        "wait_group) waited for: the block may exit while the copy engine "
+                        "still reads its shared memory", span)
+        for inst, flags in enumerate(state[6]):
+            if flags:
+                span = self._load_span(inst)
+                return ("TS430", f"the block exits with a TMA load signalling "
+                        f"{self.labels[inst]} that no wait is ordered after: the copy may "
+                        "still be writing shared memory when the block exits (a load "
+                        "nobody consumes)", span)
+        return None
+
+    def _span_of(self, a: int, op: str) -> Span | None:
+        for ins in reversed(self.agents[a].code):
+            if ins.op == op and ins.stmt is not None:
+                return ins.stmt.span
+        return None
+
+    def _load_span(self, inst: int) -> Span | None:
+        name = self.model.instances[inst][0]
+        for ag in self.agents:
+            for ins in reversed(ag.code):
+                if ins.op == "tma_load" and ins.bar == name and ins.stmt is not None:
+                    return ins.stmt.span
+        return None
+
     def classify_deadlock(self, state: tuple) -> tuple[str, str]:
         """The code of a deadlock and why: TS420 all at sync; TS407 tx-count stuck;
         TS406 a phase short of arrivals; TS408 a wait for a phase the parity misnames;
@@ -881,12 +1031,16 @@ class _Mut:
         self.copies = list(state[3])
         self.perms = list(state[4])
         self.defined = list(state[5])
+        self.lflags = list(state[6])
+        self.sages = list(state[7])
+        self.wins = list(state[8])
         self.soft: _Error | None = None
         self.rec = rec
 
     def freeze(self) -> tuple:
         return (tuple(self.agents), tuple(self.bars), tuple(self.obs),
-                tuple(sorted(self.copies)), tuple(self.perms), tuple(self.defined))
+                tuple(sorted(self.copies)), tuple(self.perms), tuple(self.defined),
+                tuple(self.lflags), tuple(self.sages), tuple(self.wins))
 
     def note(self, **kw: Any) -> None:
         if self.rec is not None:
@@ -907,6 +1061,8 @@ class _Mut:
         completed = new.parity != st.parity
         self.bars[inst] = (new, init_by, fenced, min(ncomp + 1, 2) if completed else ncomp)
         if completed:
+            if self.lflags[inst] & LOAD_IN_PHASE:
+                self.lflags[inst] = (self.lflags[inst] & ~LOAD_IN_PHASE) | LOAD_UNOBSERVED
             self.on_complete(inst, span)
             self.canon(inst)
 
@@ -980,11 +1136,6 @@ class _Mut:
         return out
 
     def claim_read(self, a: int, x: int, span: Span | None) -> None:
-        if not self.defined[x]:
-            span = self.m.culprit_span(a, self.agents[a], x, False) or span
-            raise _Error("TS304", f"{self.m.agents[a].cls.name} reads {self.m.atom_label(x)} "
-                         "before anything wrote it (use before ready)", span,
-                         atom=self.m.atom_label(x))
         h = self.holders(x)
         me = ("A", a)
         if h.get(me):
@@ -1038,10 +1189,10 @@ class _Mut:
         pc, ctrs = self.agents[a]
         ins = m.agents[a].code[pc]
         if ins.op in (END, "sync"):
-            raise _Error("TS490", f"replay: {m.agents[a].cls.name} cannot move", None)
+            raise CannotMove(f"replay: {m.agents[a].cls.name} cannot move")
         ev = m.event(a, pc, ctrs)
         span = ins.stmt.span if ins.stmt is not None else None
-        self.note(agents=(a,), ins=ins, ev=ev)
+        self.note(agents=(a,), ins=ins, ev=ev, ctrs=ctrs)
         if ev[0] == "err":
             raise ev[1]
         getattr(self, "op_" + ins.op)(a, ins, ev, span)
@@ -1064,7 +1215,7 @@ class _Mut:
                     return
             elif r or w:
                 return
-            self.note(agents=(a,), ins=ins, ev=ev, fused=True)
+            self.note(agents=(a,), ins=ins, ev=ev, fused=True, ctrs=ctrs)
             getattr(self, "op_" + ins.op)(a, ins, ev, ins.stmt.span)
             self.advance(a)
 
@@ -1135,6 +1286,8 @@ class _Mut:
                                    "wait cannot tell them apart", span, soft=True)
         self.obs[k] = 0
         self.canon(inst)
+        self.lflags[inst] &= ~LOAD_UNOBSERVED  # this wait is ordered after every landed load
+        self.acquire(a)
         self.note(observes=inst)
         if m.ownership:
             for x in m.guard_atoms[inst]:
@@ -1174,6 +1327,8 @@ class _Mut:
         if not self.bars[inst][0].initialized:
             raise _Error("TS401", f"arrive on {m.labels[inst]} before init", span)
         n = ins.count
+        if ins.per_warp or n > 0:
+            self.release(a, acquire=ins.per_warp)
         if m.ownership and (n > 0 or ins.per_warp):
             if not (ins.stmt.mode is ir.ArriveMode.ONE and m.agents[a].cls.size > 1):
                 self.deposit(a, inst)
@@ -1249,6 +1404,7 @@ class _Mut:
                     self.set_holders(x, h)
                     self.set_unfenced(x, ())
             self.copies.append(("L", inst, ins.nbytes, True, atoms))
+            self.lflags[inst] |= LOAD_IN_PHASE
             self.note(copy=("L", inst))
 
     def op_tma_store(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
@@ -1258,6 +1414,10 @@ class _Mut:
             frac = 0
             if m.ownership:
                 for x in atoms:
+                    if self.defined[x] != DEFINED:
+                        # Elements outside the tensor are read but not stored: whether an
+                        # unwritten one matters is not decided here (UNKNOWN, never a pass).
+                        self.uninitialised(a, x, span, "possible-uninit")
                     self.claim_read(a, x, span)
                     unf = self.perms[x][1]
                     if unf:
@@ -1276,9 +1436,12 @@ class _Mut:
                     h[("A", a)] = mine - frac
                     self.set_holders(x, h)
             self.copies.append(("S", a, 0, atoms, frac))
+            if 0 not in self.sages[a]:
+                self.sages[a] = tuple(sorted(self.sages[a] + (0,)))
             self.note(copy=("S", a))
 
     def op_commit(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
+        self.sages[a] = tuple(age + 1 for age in self.sages[a])
         self.copies = [(c[0], c[1], c[2] + 1, c[3], c[4]) if c[0] == "S" and c[1] == a else c
                        for c in self.copies]
         if self.m.ownership:
@@ -1289,6 +1452,7 @@ class _Mut:
                     self.set_holders(x, hh)
 
     def op_wait_group(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
+        self.sages[a] = tuple(age for age in self.sages[a] if age <= ins.pending)
         if not self.m.ownership:
             return
         for x, (h, _) in enumerate(self.perms):
@@ -1301,14 +1465,98 @@ class _Mut:
                 self.set_holders(x, hh)
 
     def op_access(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
-        reads, writes, exact = ev[1], ev[2], ev[3]
+        reads, writes, exact, touch, exposed, must, covers, fp = ev[1:9]
+        for x in exposed:
+            d = self.defined[x]
+            if d != DEFINED and not (d >= COVER and self.m.covers(d, fp, x)):
+                self.uninitialised(a, x, span, "uninit")
         for x in reads:
             self.claim_read(a, x, span)
         for x in writes:
             self.claim_write(a, x, span)
-            self.defined[x] = True
+            if self.defined[x] == 0:
+                self.defined[x] = MAYBE_DEFINED
             unf = self.perms[x][1]
             self.set_unfenced(x, {(a, False)} if exact else set(unf) | {(a, False)})
+        for x, value in covers:
+            if self.defined[x] < COVER and self.defined[x] != DEFINED:
+                self.defined[x] = value
+        for x in must:
+            self.defined[x] = DEFINED
+        if touch:
+            self.race_check(a, touch, span)
+
+    # -- the threads of one class (semantics/footprint.py) ---------------------------------
+
+    def uninitialised(self, a: int, x: int, span: Span | None, kind: str) -> None:
+        """A read of an atom nothing has certainly written. When another agent (or a copy
+        in flight) may still write it before its next `sync`, the read is not ordered after
+        that write: data not ready (TS304). Otherwise nothing writes it first in any run
+        (TS306). A candidate: the footprints over-approximate, so the checker confirms it
+        on the exact footprints of a block (semantics/witness.py) before refuting."""
+        if self.soft is not None:
+            return
+        m = self.m
+        region = m.atom_label(x)
+        who = m.agents[a].cls.name
+        if self.concurrent_writer(a, x):
+            code = "TS304"
+            msg = (f"{who} reads {region} before the write that fills it is ordered before "
+                   "the read (use before ready)")
+        else:
+            code = "TS306"
+            msg = (f"{who} reads {region}, which nothing (no thread, no copy) has written "
+                   "before: uninitialised shared memory")
+        if kind == "uninit":
+            span = m.culprit_span(a, self.agents[a], x, False) or span
+        self.soft = _Error(code, msg, span, soft=True, candidate=kind, agent=a,
+                           atom=region)
+
+    def concurrent_writer(self, a: int, x: int) -> bool:
+        return self.m.concurrent_writer(self.agents, self.copies, a, x)
+
+    def race_check(self, a: int, touch: int, span: Span | None) -> None:
+        """Threads of one class run the same code but not in lockstep: an access meeting
+        another thread's access of the class since the threads were last ordered (`sync`;
+        for `open` and `released` not even possibly: no wait of the class came in between)
+        is a race. Conflicts with `ordered` accesses (a release and an acquire of the class
+        in between, which mbarriers may have made an ordering) are possible races only."""
+        m = self.m
+        w = m.windows
+        opened, released, ordered = self.wins[a]
+        if self.soft is None:
+            c = w.self_conflict(touch) or w.conflict(w.merge(opened, released), touch)
+            kind = "race"
+            if c is None:
+                c, kind = w.conflict(ordered, touch), "possible-race"
+            if c is not None:
+                pc, ctrs = self.agents[a]
+                ins = m.agents[a].code[pc]
+                span = fpm.culprit(ins.access, m.env(a, ins, ctrs), m.agents[a].cls.threads,
+                                   m.k, c.buffer, 1 << c.element, c.kind != fpm.RAW) or span
+                self.soft = _Error(c.code, m.race_text(a, c, kind), span, soft=True,
+                                   candidate=kind, agent=a,
+                                   atom=fpm.element_label(m.k.buffer(c.buffer), c.element))
+        self.wins[a] = (w.merge(opened, touch), released, ordered)
+
+    def release(self, a: int, acquire: bool = False) -> None:
+        """The class arrives on a barrier: its earlier accesses are published. With
+        `acquire` (the warp convergence of `one per warp`), also ordered among its lanes."""
+        if not self.m.ownership:
+            return
+        w = self.m.windows
+        opened, released, ordered = self.wins[a]
+        if acquire:
+            self.wins[a] = (0, 0, w.merge(ordered, w.merge(opened, released)))
+        else:
+            self.wins[a] = (0, w.merge(released, opened), ordered)
+
+    def acquire(self, a: int) -> None:
+        """The class passes a wait: what it published before may now be ordered."""
+        if not self.m.ownership:
+            return
+        opened, released, ordered = self.wins[a]
+        self.wins[a] = (opened, 0, self.m.windows.merge(ordered, released))
 
     # -- joint moves and the copy engine -----------------------------------------------------
 
@@ -1318,6 +1566,7 @@ class _Mut:
         for a in range(m.n):
             self.advance(a)
         if m.ownership:
+            self.wins = [(0, 0, 0)] * m.n  # every thread is ordered after every access
             for x, (h, unf) in enumerate(self.perms):
                 hh = {k: v for k, v in h if k[0] != "A"}
                 back = sum(v for k, v in h if k[0] == "A")
@@ -1338,7 +1587,7 @@ class _Mut:
                     h[("P", inst)] = h.get(("P", inst), 0) + m.unit
                     self.set_holders(x, h)
                     self.set_unfenced(x, ())
-                    self.defined[x] = True
+                    self.defined[x] = DEFINED
             self.bar_op(inst, lambda s: s.complete_tx(nbytes), None, "complete_tx")
         elif m.ownership:
             a, age, atoms, frac = c[1], c[2], c[3], c[4]
@@ -1364,12 +1613,29 @@ class SearchResult:
 SLACK = 12  # after a violation, explore this many steps deeper (for nearby codes), no more
 
 
+def finding_key(f: Finding) -> str:
+    """Searches keep the first finding per key: the code, and apart from it the first
+    candidate of the code (which may be confirmed, and reached sooner)."""
+    return f.code + "?" if f.detail.get("candidate") else f.code
+
+
+def rank(f: Finding) -> int:
+    """Which finding of a code to keep: a violation outright, then a candidate the checker
+    can confirm on exact footprints, then one it cannot (semantics/witness.py). Candidates
+    do not cut the search short: unconfirmed, they must not cost the other properties."""
+    kind = f.detail.get("candidate")
+    if not kind:
+        return 0
+    return 2 if kind.startswith("possible") else 1
+
+
 def search(m: Machine, roots: list[tuple], por: bool, max_states: int,
-           stop_on_hard: bool = False) -> SearchResult:
+           stop_on_hard: bool = False, budget: Budget | None = None) -> SearchResult:
     """Breadth-first exploration from `roots`; the first finding of each code is kept with
     the path that reaches it. Once something is found the search goes only SLACK steps
     deeper (a refuted kernel needs no complete state space, and a broken protocol can make
-    it huge); the result is then marked incomplete."""
+    it huge); the result is then marked incomplete. Every state is charged to `budget` (the
+    verification's global one); `max_states` bounds this search alone."""
     stats = Stats()
     parents: dict = {r: None for r in roots}
     depth: dict = {r: 0 for r in roots}
@@ -1380,9 +1646,11 @@ def search(m: Machine, roots: list[tuple], por: bool, max_states: int,
 
     def found(code: str, f: Finding, d: int) -> None:
         nonlocal horizon
-        if code not in findings:
-            findings[code] = f
-        if horizon is None:
+        key = finding_key(f)
+        old = findings.get(key)
+        if old is None or rank(f) < rank(old):
+            findings[key] = f
+        if horizon is None and not f.detail.get("candidate"):
             horizon = d + SLACK
 
     while queue:
@@ -1397,6 +1665,22 @@ def search(m: Machine, roots: list[tuple], por: bool, max_states: int,
             stats.complete = False
             stats.reason = f"state limit {max_states} reached"
             break
+        if budget is not None:
+            try:
+                budget.charge()
+            except BudgetExceeded as exc:
+                stats.complete = False
+                stats.reason = exc.reason
+                stats.budget = True
+                break
+        if all(m.instr(st, a).op == END for a in range(m.n)):
+            # The block exits here: copies still in flight are the witness of TS307/TS430.
+            bad = m.exit_violation(st)
+            if bad is not None:
+                root, path = path_to(parents, st)
+                found(bad[0], Finding(bad[0], bad[1], bad[2], path, root, False,
+                                      {"state": st}), d)
+                continue
         try:
             succ, enabled, _ = m.successors(st, por)
         except Unsupported as exc:
@@ -1458,9 +1742,9 @@ def replay(m: Machine, root: tuple, path: tuple) -> tuple[list[TraceStep], tuple
             break
         try:
             nxt, _ = m.apply(st, mv, rec)
-        except _Error as err:
-            if err.code == "TS490":
-                break
+        except CannotMove:
+            break
+        except _Error:
             nxt = None
         steps.append(_describe(m, st, mv, rec, phases, copy_ids, next_copy, i))
         if nxt is None:

@@ -29,6 +29,9 @@ should be):
   its copy landed shows up in the output.
 - A TMA load lands atomically in one step; a TMA store reads shared memory in one step and
   writes global memory in a later one (so `wait_group N read` is observable).
+- The copy engine is not drained at exit: when every thread has finished, a load still in
+  flight is TS430 and a store that has not read shared memory yet is TS307 (a store with
+  only its global writes left finishes).
 - `fence proxy_async` covers a thread's generic shared writes made since its last release
   (`sync`, `arrive`, the convergence of `one per warp`); a TMA store that reads a byte still
   covered by no fence is TS301.
@@ -42,7 +45,6 @@ choice made at every step, blocks concatenated in launch order (x fastest); pass
 from __future__ import annotations
 
 import functools
-import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -62,8 +64,10 @@ from tilesafe.semantics.interp_io import (
     summarize_tensor,
     tensor_shapes,
     tensor_usage,
+    tensormap_spec,
 )
 from tilesafe.semantics.mbarrier import MbarrierError, MbarrierState
+from tilesafe.semantics.schedule import Guide, make_policy
 from tilesafe.semantics.smem import (
     NAN_BITS,
     NUMPY_DTYPE,
@@ -124,8 +128,15 @@ def run_kernel(
     schedule: Sequence[int] | None = None,
     max_steps: int = DEFAULT_MAX_STEPS,
     record_trace: bool = False,
+    policy: str | Any = "random",
+    guide: Guide | None = None,
 ) -> RunResult:
     """Run every block of `kernel` for concrete `sizes` on copies of `inputs`.
+
+    The scheduler (semantics/schedule.py): `policy` "random" (uniform, seeded) or "pct"
+    (adversarial priorities, the copy engine last); with `guide`, a checker counterexample
+    is followed in its block first; or a policy object of that module (to inspect it after
+    the run). `schedule` replays a recorded run before any of them.
 
     `inputs` must hold every global tensor (outputs too: their initial contents) with the
     shape the sizes give and the numpy dtype of smem.NUMPY_DTYPE (bf16 as uint16 patterns).
@@ -144,7 +155,8 @@ def run_kernel(
             raise ValueError(f"tensor '{t.name}' must be {np.dtype(want).name}"
                              f"{list(shapes[t.name])}, got {a.dtype.name}{list(a.shape)}")
         arrays[t.name] = np.array(a, dtype=want, order="C", copy=True)
-    run = _Run(kernel, dict(sizes), arrays, seed, schedule, max_steps, record_trace)
+    chooser = make_policy(policy, seed, guide) if isinstance(policy, str) else policy
+    run = _Run(kernel, dict(sizes), arrays, seed, schedule, max_steps, record_trace, chooser)
     with np.errstate(all="ignore"):
         for bz in range(grid[2] if len(grid) > 2 else 1):
             for by in range(grid[1] if len(grid) > 1 else 1):
@@ -173,7 +185,7 @@ class _Global:
 class _Run:
     def __init__(self, kernel: ir.Kernel, sizes: dict[str, int], arrays: dict[str, np.ndarray],
                  seed: int, schedule: Sequence[int] | None, max_steps: int,
-                 record_trace: bool) -> None:
+                 record_trace: bool, policy: Any) -> None:
         self.kernel = kernel
         self.sizes = sizes
         self.globals: dict[str, _Global] = {}
@@ -190,7 +202,8 @@ class _Run:
         stmts = list(statements(kernel.body))
         self.track_proxy = any(isinstance(s, ir.TmaStore) for s in stmts)
         self.var_dtypes = {s.uid: s.dtype for s in stmts if isinstance(s, ir.VarDecl)}
-        self.rng = random.Random(seed)
+        self.policy = policy
+        self.guide: Guide | None = getattr(policy, "guide", None)
         self.replay = list(schedule) if schedule is not None else []
         self.choices: list[int] = []
         self.trace: list[TraceEvent] | None = [] if record_trace else None
@@ -206,9 +219,7 @@ class _Run:
         """Refuse a descriptor the driver would reject (TS5xx), once per tensor map."""
         if tm.name in self._tmap_ok:
             return
-        g = self.globals[tm.tensor]
-        spec = tma_rules.TensorMapSpec.from_row_major(
-            g.tensor.dtype.value, g.shape, tm.box, swizzle=tm.swizzle, oob_fill=tm.oob_fill)
+        spec = tensormap_spec(self.kernel, tm, self.globals[tm.tensor].shape)
         bad = tma_rules.admissibility(spec)
         if bad:
             v = bad[0]
@@ -229,9 +240,16 @@ def _box_offsets(box: tuple[int, ...], eb: int, swizzle: str, base: int) -> np.n
 
 class _Thread:
     __slots__ = ("tid", "lane", "warp", "vals", "gen", "pending", "done", "unfenced",
-                 "open_group", "groups")
+                 "open_group", "groups", "units", "unit_of", "unit", "unit_stmt", "allowed")
 
     def __init__(self, tid: int) -> None:
+        # Units (schedule.py): statements the event model has as instructions; only a
+        # guided block counts them, so that a counterexample's class moves can be followed.
+        self.units: frozenset[int] | None = None
+        self.unit_of: Mapping[int, int] = {}
+        self.unit = 0
+        self.unit_stmt: int | None = None
+        self.allowed = 1 << 60
         self.tid = tid
         self.lane = tid % 32
         self.warp = tid // 32
@@ -263,9 +281,10 @@ class _Copy:
     read step (snapshot shared) then a write step (global)."""
 
     __slots__ = ("kind", "stmt", "tid", "g", "slots", "addrs", "flat", "mask", "fill", "bar",
-                 "nbytes", "data", "read_done", "write_done", "elem_bytes", "buffer")
+                 "nbytes", "data", "read_done", "write_done", "elem_bytes", "buffer", "prio")
 
     def __init__(self, kind: str, stmt: ir.Stmt, tid: int) -> None:
+        self.prio: int | None = None  # the PCT scheduler's priority, once it has seen it
         self.kind = kind
         self.stmt = stmt
         self.tid = tid
@@ -299,6 +318,12 @@ class _Block:
         self.copies: list[_Copy] = []
         self.note: str | None = None
         self.threads = [_Thread(i) for i in range(self.nthreads)]
+        guide = run.guide
+        self.guided = guide is not None and tuple(guide.block) == tuple(block_idx)
+        if self.guided:
+            for t in self.threads:
+                t.units = guide.units.get(t.tid, frozenset())
+                t.unit_of = guide.unit_of.get(t.tid, {})
         local, body = _Compiler(self).block(self.kernel.body, None)
         # A body with no effectful statement compiles to a plain function; every thread
         # runs a generator, so wrap it in one that finishes at its first step.
@@ -402,6 +427,7 @@ class _Block:
         nthreads = self.nthreads
         ready: list[int] = []
         blocked: dict[tuple, list[int]] = {}  # blocker key -> threads waiting on it
+        run.policy.start(self)
         for t in threads:
             t.gen = self.body(t)
             try:
@@ -428,6 +454,8 @@ class _Block:
                     stuck = [tid for tids in blocked.values() for tid in tids]
                     raise self._annotate(self._deadlock(stuck))
                 return
+            if copies and not ready and not passable and not blocked:
+                self._exit_with_copies()
             if run.step >= run.max_steps:
                 raise self._annotate(self.err(E.STEP_LIMIT, f"step limit {run.max_steps} "
                                               "reached", self.kernel.span, None))
@@ -474,6 +502,24 @@ class _Block:
                                             self.note))
             run.step += 1
 
+    def _exit_with_copies(self) -> None:
+        """Every thread has finished. PTX does not drain the copy engine at exit: a load
+        still in flight, or a store that has not read its shared memory yet, touches
+        memory the block no longer owns (undefined behaviour). Stores that only have their
+        global writes left may finish."""
+        for c in self.copies:
+            if c.kind == "load":
+                name, i = c.bar
+                raise self.err(E.EXIT_LOAD, f"every thread finished while a TMA load into "
+                               f"'{c.buffer}' (signalling {self.label(name, i)}) is still in "
+                               "flight: nothing waited for it", c.stmt.span, None,
+                               issuer=c.tid, barriers=self.barrier_states())
+            if not c.read_done:
+                raise self.err(E.EXIT_STORE, f"every thread finished while a TMA store from "
+                               f"'{c.buffer}' (thread {c.tid}) has not read shared memory "
+                               "yet: 'wait_group 0 read' before exit", c.stmt.span, None,
+                               issuer=c.tid)
+
     def _advance(self, t: _Thread) -> Any:
         try:
             return t.gen.send(None)
@@ -498,13 +544,7 @@ class _Block:
                 raise self.err(E.BAD_REPLAY, f"replayed schedule step {pos} names agent {agent},"
                                " which cannot move now", self.kernel.span, None, step=pos)
             return agent
-        k = run.rng.randrange(len(ready) + len(passable) + len(self.copies))
-        if k < len(ready):
-            return ready[k]
-        k -= len(ready)
-        if k < len(passable):
-            return passable[k]
-        return self.nthreads + k - len(passable)
+        return run.policy.choose(self, ready, passable)
 
     def _annotate(self, exc: InterpError) -> InterpError:
         exc.detail.setdefault("block", self.block_idx)
@@ -543,6 +583,33 @@ def _finishing(fn: Callable[[_Thread], None]) -> Callable[[_Thread], Any]:
 
 
 # ---- compiling the IR to closures ----------------------------------------------------------
+
+
+def _counted(kind: int, stmt: ir.Stmt, fn: Callable) -> Callable:
+    """`fn`, counting the thread's entry into `stmt` when it is one of its units (a guided
+    block: semantics/schedule.py). Effects are counted where they are yielded (run_gen),
+    compound statements and local ones here, before they run."""
+    sid = id(stmt)
+    if kind == _EFFECT:
+        return fn
+
+    def enter(t: _Thread) -> None:
+        if t.units is not None and sid in t.units:
+            t.unit += 1
+            t.unit_stmt = sid
+
+    if kind == _LOCAL:
+        def local(t: _Thread) -> None:
+            enter(t)
+            return fn(t)
+
+        return local
+
+    def compound(t: _Thread):
+        enter(t)
+        yield from fn(t)
+
+    return compound
 
 
 _VAR_CONVERT: dict[ir.DType, Callable[[Any], Any]] = {
@@ -686,6 +753,8 @@ class _Compiler:
 
     def block(self, stmts: tuple[ir.Stmt, ...], role: ir.Role | None):
         items = [self.stmt(s, role) for s in stmts]
+        if self.b.guided:
+            items = [(kind, stmt, _counted(kind, stmt, fn)) for kind, stmt, fn in items]
         if all(kind == _LOCAL for kind, _, _ in items):
             fns = [fn for _, _, fn in items]
 
@@ -698,6 +767,9 @@ class _Compiler:
 
         def run_gen(t: _Thread):
             for kind, stmt, fn in steps:
+                if kind == _EFFECT and t.units is not None and id(stmt) in t.units:
+                    t.unit += 1  # entering a unit before yielding it (see _counted)
+                    t.unit_stmt = id(stmt)
                 if kind == _LOCAL:
                     fn(t)
                 elif kind == _EFFECT:

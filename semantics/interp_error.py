@@ -13,15 +13,20 @@ Codes the interpreter raises:
   TS214  a grid dimension beyond the hardware's maximum (the driver refuses the launch)
   TS301  a TMA store read shared memory written by the generic proxy with no
          `fence proxy_async` by the writer before its next synchronisation
+  TS307  every thread finished while a TMA store had not yet read its shared memory
+         (PTX does not drain the copy engine at exit: `wait_group 0 read` first)
   TS401  barrier used before `init`           TS402  `init` of a live barrier
   TS403  more arrivals than pending           TS404  tx-count out of the PTX range
   TS405  the copy engine signals a barrier whose init was not fenced (`fence mbarrier_init`)
   TS410  deadlock: every unfinished thread blocked and the copy engine idle
   TS420  deadlock at `sync`: every blocked thread waits at `sync` (a role-subset reached it)
+  TS430  every thread finished while a TMA load was still in flight (nobody waited for it)
   TS411 / TS415 / TS416  passed through from the mbarrier model (init count range, parity
          operand not 0/1, expect_tx completing a phase PTX leaves unspecified)
   TS5xx  a tensor map the driver would reject, or a TMA shared address not 128-byte aligned
-  TS490  replayed schedule names an agent that cannot move at that step
+  TS498  replayed schedule names an agent that cannot move at that step (a bad replay
+         input, not a property of the kernel; TS490 is the temporal checkers' "outside
+         the argument" unknown)
   TS499  step limit exceeded
 """
 
@@ -38,6 +43,7 @@ DIV_ZERO = "TS203"
 GRID_TOO_LARGE = "TS214"
 SMEM_CAPACITY = "TS103"
 PROXY_FENCE = "TS301"
+EXIT_STORE = "TS307"
 UNINIT = "TS401"
 REINIT = "TS402"
 OVER_ARRIVE = "TS403"
@@ -45,7 +51,8 @@ TX_RANGE = "TS404"
 UNFENCED_INIT = "TS405"
 DEADLOCK = "TS410"
 SYNC_DEADLOCK = "TS420"
-BAD_REPLAY = "TS490"
+EXIT_LOAD = "TS430"
+BAD_REPLAY = "TS498"
 STEP_LIMIT = "TS499"
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from tilesafe.frontend import ir
 from tilesafe.frontend.limits import MAX_SHARED_BYTES, grid_problem
 from tilesafe.frontend.walk import tensor_usage as tensor_usage  # re-exported
-from tilesafe.semantics import evaluate, fp
+from tilesafe.semantics import evaluate, fp, tma_rules
 from tilesafe.semantics.interp_error import GRID_TOO_LARGE, SMEM_CAPACITY, WHERE, InterpError
 from tilesafe.semantics.smem import NUMPY_DTYPE, plan_shared
 
@@ -121,6 +121,16 @@ def tensor_shapes(kernel: ir.Kernel, sizes: Mapping[str, int]) -> dict[str, tupl
             raise InterpError(WHERE, f"tensor '{t.name}' would have shape {list(shape)}", t.span)
         out[t.name] = shape
     return out
+
+
+def tensormap_spec(kernel: ir.Kernel, tm: ir.TensorMap,
+                   shape: tuple[int, ...]) -> tma_rules.TensorMapSpec:
+    """The descriptor `cuTensorMapEncodeTiled` is given for a tensor map over a tensor of
+    `shape`: one constructor for the TMA checker (which passes the box as a stand-in
+    shape), the interpreter and the GPU launcher, so all three mean the same descriptor."""
+    tensor = kernel.tensor(tm.tensor)
+    return tma_rules.TensorMapSpec.from_row_major(
+        tensor.dtype.value, list(shape), list(tm.box), swizzle=tm.swizzle, oob_fill=tm.oob_fill)
 
 
 # ---- inputs and summaries -----------------------------------------------------------------

@@ -146,7 +146,7 @@ def crd2idx(crd: IntTuple, shape: IntTuple, stride: IntTuple | None = None) -> i
         else:
             p = product(s_i)
             total += crd2idx(rest % p, s_i, d_i)  # type: ignore[operator]
-            rest //= p  # type: ignore[operator]
+            rest = rest // p  # type: ignore[operator]  (never in place: crd may be an array)
     return total
 
 

@@ -12,6 +12,10 @@ cosize, and its ISL map { [c0, ..., c_{n-1}] -> [off] }). Argument conventions:
                                mode i (a nested mode splits it colexicographically) and each
                                mode's size must equal extent i; otherwise only the total size
                                must match and the coordinate is first linearised row-major.
+  composed(B, M, S, off, L)    CuTe's ComposedLayout `Sw<B,M,S> o off o L` for a CuTe literal
+                               L (the DSL's `Sw<3,3,3> o (64,64):(64,1)` is this term with
+                               off = 0): offset Swizzle<B,M,S>(off + L(c)), L realised as in
+                               cute(...)
   swizzle(B, M, S, inner)      CuTe Swizzle<B,M,S> applied to inner's element offsets
   swizzle32B(inner)            TMA swizzle modes. They act on BYTE addresses as
   swizzle64B(inner)            Swizzle<b,4,3> with b = 1, 2, 3 (16-byte chunks; the XOR
@@ -33,8 +37,9 @@ cosize, and its ISL map { [c0, ..., c_{n-1}] -> [off] }). Argument conventions:
 
 A RealLayout can be handed straight to the decision procedures of layout_isl
 (`injective(real)`, `covers(real, codomain=real.cosize)`, ...): besides `to_isl()` it exposes
-its structure (`isl_swizzle_split()`, `f2_layout()`, `isl_range()`), which those procedures
-use for exact shortcuts; passing `real.to_isl()` instead always runs plain ISL.
+its structure (`isl_swizzle_split()`, `f2_layout()`, `isl_range()`, `isl_cute_image()`),
+which those procedures use for exact shortcuts; passing `real.to_isl()` instead always runs
+plain ISL.
 
 Unknown heads or bad arguments raise LayoutError (the frontend turns it into a TS1xx
 diagnostic). Sources for the swizzle modes: CUTLASS include/cute/swizzle.hpp,
@@ -51,12 +56,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import islpy as isl
+import numpy as np
 
 from tilesafe.frontend.ir import LayoutTerm
 from tilesafe.semantics import layout_isl as LI
 from tilesafe.semantics.cute import ComposedLayout, Layout, Swizzle, parse_cute
 from tilesafe.semantics.inttuple import (
     IntTuple,
+    crd2idx,
     format_int_tuple,
     is_int,
     product,
@@ -76,7 +83,7 @@ class LayoutError(ValueError):
 class _Impl(Protocol):
     shape: tuple[int, ...]
 
-    def offset(self, coord: tuple[int, ...]) -> int: ...
+    def offset_of(self, coord: tuple) -> Any: ...
 
     def cosize(self) -> int: ...
 
@@ -104,11 +111,15 @@ class _CuteImpl:
     layout: Layout | ComposedLayout
     mode_wise: bool
 
-    def offset(self, coord: tuple[int, ...]) -> int:
+    def offset_of(self, coord: tuple) -> Any:
         if self.mode_wise:
-            return self.layout(coord if len(coord) > 1 else coord[0])
-        lin = sum(c * s for c, s in zip(coord, suffix_product(self.shape), strict=False))
-        return self.layout(lin)
+            crd: Any = coord if len(coord) > 1 else coord[0]
+        else:
+            crd = sum(c * s for c, s in zip(coord, suffix_product(self.shape), strict=False))
+        lay = self.layout
+        if isinstance(lay, ComposedLayout):
+            return lay.swizzle(lay.offset + crd2idx(crd, lay.layout.shape, lay.layout.stride))
+        return crd2idx(crd, lay.shape, lay.stride)
 
     def cosize(self) -> int:
         return self.layout.cosize()
@@ -130,8 +141,8 @@ class _SwizzleImpl:
     swizzle: Swizzle
     note: str = ""
 
-    def offset(self, coord: tuple[int, ...]) -> int:
-        return self.swizzle(self.inner.offset(coord))
+    def offset_of(self, coord: tuple) -> Any:
+        return self.swizzle(self.inner.offset_of(coord))
 
     def cosize(self) -> int:
         inner = self.inner.cosize()
@@ -157,8 +168,8 @@ class _RestrictImpl:
     inner: _Impl
     note: str
 
-    def offset(self, coord: tuple[int, ...]) -> int:
-        return self.inner.offset(coord)
+    def offset_of(self, coord: tuple) -> Any:
+        return self.inner.offset_of(coord)
 
     def cosize(self) -> int:
         return _cosize_by_isl(self.to_isl())
@@ -175,8 +186,8 @@ class _LinearImpl:
     shape: tuple[int, ...]
     ll: LinearLayout
 
-    def offset(self, coord: tuple[int, ...]) -> int:
-        return self.ll.apply(coord)[0]
+    def offset_of(self, coord: tuple) -> Any:
+        return self.ll.combine(coord)[0]
 
     def cosize(self) -> int:
         return self.ll.max_output() + 1
@@ -198,11 +209,11 @@ class _TiledImpl:
     def grid(self) -> tuple[int, ...]:
         return tuple(e // t for e, t in zip(self.shape, self.tile, strict=False))
 
-    def offset(self, coord: tuple[int, ...]) -> int:
+    def offset_of(self, coord: tuple) -> Any:
         q = tuple(c // t for c, t in zip(coord, self.tile, strict=False))
         r = tuple(c % t for c, t in zip(coord, self.tile, strict=False))
         lin = sum(a * s for a, s in zip(q, suffix_product(self.grid), strict=False))
-        return lin * self.inner.cosize() + self.inner.offset(r)
+        return lin * self.inner.cosize() + self.inner.offset_of(r)
 
     def cosize(self) -> int:
         return product(self.grid) * self.inner.cosize()
@@ -238,8 +249,8 @@ class _LegoImpl:
     shape: tuple[int, ...]
     lego: LegoLayout
 
-    def offset(self, coord: tuple[int, ...]) -> int:
-        return self.lego(coord)
+    def offset_of(self, coord: tuple) -> Any:
+        return self.lego.offset_of(coord)
 
     def cosize(self) -> int:
         return self.lego.cosize()
@@ -279,7 +290,14 @@ class RealLayout:
             not 0 <= x < e for x, e in zip(c, self.shape, strict=True)
         ):
             raise LayoutError(f"coordinate {c} outside shape {self.shape}")
-        return self.impl.offset(c)
+        return int(self.impl.offset_of(c))
+
+    def offset_of(self, coord: Sequence[Any]) -> Any:
+        """The offset function itself, without range checks: one definition, written with
+        operators only (+, *, //, %, ^, &, >>, <<), evaluated on ints, on numpy arrays of
+        coordinates (all offsets at once), or on symbolic terms (code generation). The
+        coordinates must lie in the shape."""
+        return self.impl.offset_of(tuple(coord))
 
     def byte_offset(self, coord: Sequence[int]) -> int:
         return self.offset(coord) * self.elem_bytes
@@ -305,11 +323,36 @@ class RealLayout:
         return self.impl.ll if isinstance(self.impl, _LinearImpl) else None
 
     def isl_swizzle_split(self) -> tuple[isl.Map, Swizzle, int] | None:
-        """(inner map, swizzle, 0) when this layout is a swizzle of another (see covers)."""
+        """(inner map, swizzle, offset) when this layout is swizzle(offset + inner) (see
+        injective and covers): a swizzle of another layout, or a CuTe `Sw<B,M,S> o ...`."""
+        box = LI.box_set(list(self.shape))
         if isinstance(self.impl, _SwizzleImpl):
-            inner = self.impl.inner.to_isl().intersect_domain(LI.box_set(list(self.shape)))
-            return inner, self.impl.swizzle, 0
+            return self.impl.inner.to_isl().intersect_domain(box), self.impl.swizzle, 0
+        if isinstance(self.impl, _CuteImpl) and isinstance(self.impl.layout, ComposedLayout):
+            cl = self.impl.layout
+            if self.impl.mode_wise:
+                inner = LI.to_isl(cl.layout)
+            else:
+                inner = LI.linearize_map(self.shape).apply_range(
+                    LI.to_isl(cl.layout, linear=True))
+            return inner.intersect_domain(box), cl.swizzle, cl.offset
         return None
+
+    def isl_cute_image(self) -> tuple[Layout, Swizzle | None, int] | None:
+        """(L, swizzle, offset) when this layout's image is swizzle(offset + image(L)) for a
+        CuTe layout L (see layout_isl.range_set): a CuTe term realised mode-wise or on the
+        row-major index, optionally under one swizzle. Its size equals the buffer's, so every
+        index of L is reached; ISL then projects L's leaf form instead of the nested map."""
+        impl, sw = self.impl, None
+        if isinstance(impl, _SwizzleImpl):
+            impl, sw = impl.inner, impl.swizzle
+        if not isinstance(impl, _CuteImpl):
+            return None
+        if isinstance(impl.layout, ComposedLayout):
+            if sw is not None:
+                return None
+            return impl.layout.layout, impl.layout.swizzle, impl.layout.offset
+        return impl.layout, sw, 0
 
     def describe(self) -> str:
         dims = ",".join(map(str, self.shape))
@@ -322,8 +365,8 @@ class RealLayout:
 _TMA_SWIZZLE = {"swizzle32B": 1, "swizzle64B": 2, "swizzle128B": 3,
                 "swizzle32": 1, "swizzle64": 2, "swizzle128": 3}
 
-HEADS = ("row_major", "col_major", "cute", "swizzle", *sorted(_TMA_SWIZZLE), "padded",
-         "linear", "tiled", "lego")
+HEADS = ("row_major", "col_major", "cute", "composed", "swizzle", *sorted(_TMA_SWIZZLE),
+         "padded", "linear", "tiled", "lego")
 
 
 def _want_int(x: Any, what: str) -> int:
@@ -379,12 +422,17 @@ def _realize(term: LayoutTerm, shape: tuple[int, ...], eb: int) -> _Impl:
         _arity(term, 0)
         return _CuteImpl(shape, Layout(shape), True)
     if h == "cute":
-        if len(a) == 1 and isinstance(a[0], str):
-            lay = parse_cute(a[0])
-        else:
-            _arity(term, 2)
-            lay = Layout(_nested(a[0], "cute shape"), _nested(a[1], "cute stride"))
-        return _cute_impl(shape, lay)
+        return _cute_impl(shape, _cute_literal(term))
+    if h == "composed":
+        _arity(term, 5)
+        sw = Swizzle(*_swizzle_params(a[:3], "Sw<{},{},{}>"))
+        off = _want_int(a[3], "swizzle offset")
+        inner = _want_term(a[4], "composed inner")
+        lay = _cute_literal(inner) if inner.head == "cute" else None
+        if not isinstance(lay, Layout):
+            raise LayoutError(f"{sw} o ... composes a swizzle with a CuTe literal "
+                              f"SHAPE:STRIDE, not {inner}")
+        return _cute_impl(shape, ComposedLayout(sw, lay, off))
     if h == "swizzle":
         _arity(term, 4)
         sw = Swizzle(*_swizzle_params(a[:3]))
@@ -445,17 +493,28 @@ def _realize(term: LayoutTerm, shape: tuple[int, ...], eb: int) -> _Impl:
 MAX_SWIZZLE_BIT = 18
 
 
-def _swizzle_params(args: tuple) -> tuple[int, int, int]:
-    """B, M, S of `swizzle(B, M, S, L)`, range-checked before anything is built."""
+def _swizzle_params(args: tuple, spelled: str = "swizzle({}, {}, {})") -> tuple[int, int, int]:
+    """B, M, S of `swizzle(B, M, S, L)` (or `Sw<B,M,S> o ...`), range-checked before
+    anything is built."""
     b, m, s = (_want_int(x, "swizzle parameter") for x in args)
+    name = spelled.format(b, m, s)
     if b < 0 or m < 0:
-        raise LayoutError(f"swizzle({b}, {m}, {s}): B and M must be >= 0")
+        raise LayoutError(f"{name}: B and M must be >= 0")
     if m + abs(s) + b > MAX_SWIZZLE_BIT:
-        raise LayoutError(f"swizzle({b}, {m}, {s}) reads or writes offset bit "
+        raise LayoutError(f"{name} reads or writes offset bit "
                           f"{m + abs(s) + b - 1}, but shared-memory element offsets have "
                           f"{MAX_SWIZZLE_BIT} bits (M + |S| + B must be at most "
                           f"{MAX_SWIZZLE_BIT})")
     return b, m, s
+
+
+def _cute_literal(term: LayoutTerm) -> Layout | ComposedLayout:
+    """The layout of a `cute` term: (shape, stride), or one string in CuTe syntax."""
+    a = term.args
+    if len(a) == 1 and isinstance(a[0], str):
+        return parse_cute(a[0])
+    _arity(term, 2)
+    return Layout(_nested(a[0], "cute shape"), _nested(a[1], "cute stride"))
 
 
 def _swizzled(shape: tuple[int, ...], inner: _Impl, sw: Swizzle, note: str = "") -> _Impl:
@@ -501,5 +560,9 @@ def realize(term: LayoutTerm, shape: Sequence[int], elem_bytes: int) -> RealLayo
 
 
 def flat_offsets(layout: RealLayout) -> list[int]:
-    """Offsets of all coordinates in row-major coordinate order (brute-force helper)."""
-    return [layout.offset(c) for c in layout.coords()]
+    """Offsets of all coordinates in row-major coordinate order, evaluated on numpy arrays
+    of every coordinate at once (the same offset function as everywhere else)."""
+    grid = np.indices(layout.shape, dtype=np.int64).reshape(len(layout.shape), -1)
+    offs = np.broadcast_to(np.asarray(layout.offset_of(tuple(grid)), dtype=np.int64),
+                           (grid.shape[1],))
+    return [int(o) for o in offs]

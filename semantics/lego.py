@@ -106,6 +106,11 @@ class LegoLayout:
             not 0 <= c < e for c, e in zip(coord, self.shape, strict=False)
         ):
             raise ValueError(f"coordinate {tuple(coord)} outside shape {self.shape}")
+        return self.offset_of(coord)
+
+    def offset_of(self, coord: Sequence) -> object:
+        """The offset without range checks, written with operators only, so it evaluates
+        ints, numpy arrays of coordinates, or symbolic terms alike."""
         w = self.weights()
         return sum(
             w[sd] * ((coord[sd[0]] // self.group.inner(sd)) % self.group.factor(sd))

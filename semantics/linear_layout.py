@@ -207,12 +207,19 @@ class LinearLayout:
 
     def apply(self, inputs: Mapping[str, int] | Sequence[int] | int) -> tuple[int, ...]:
         """XOR of the bases of the set input bits, one value per output dimension."""
-        out = [0] * len(self.out_dims)
-        for v, (_, bases) in zip(self._norm_inputs(inputs), self.in_dims, strict=False):
+        return self.combine(self._norm_inputs(inputs))
+
+    def combine(self, values: Sequence) -> tuple:
+        """`apply` without input checks, written with operators only (>>, &, *, ^), so the
+        same definition evaluates ints, numpy arrays of inputs, or symbolic terms (code
+        generation builds the address arithmetic from it)."""
+        out: list = [0] * len(self.out_dims)
+        for v, (_, bases) in zip(values, self.in_dims, strict=False):
             for i, b in enumerate(bases):
-                if (v >> i) & 1:
-                    for j, x in enumerate(b):
-                        out[j] ^= x
+                bit = (v >> i) & 1
+                for j, x in enumerate(b):
+                    if x:
+                        out[j] = out[j] ^ (bit * x)
         return tuple(out)
 
     def __call__(self, *inputs: int) -> tuple[int, ...]:

@@ -38,6 +38,7 @@ from typing import Any
 import z3
 
 from tilesafe.frontend import ir
+from tilesafe.semantics.budget import Budget, BudgetExceeded
 from tilesafe.semantics.events import Instr, Model, compile_expr, free_vars
 from tilesafe.semantics.explore import (
     END,
@@ -45,7 +46,9 @@ from tilesafe.semantics.explore import (
     Machine,
     SearchResult,
     Stats,
+    finding_key,
     path_to,
+    rank,
     search,
 )
 
@@ -78,6 +81,9 @@ class Outcome:
     finals: list[tuple[tuple, Machine, tuple, tuple]] = field(default_factory=list)
     # ownership: "class @ line N (op)" -> the distinct shares it holds there
     points: dict[str, set[str]] = field(default_factory=dict)
+    budget: bool = False  # incomplete because the verification budget is spent (TS491)
+    # code -> why: candidate violations that exact footprints did not confirm (TS492)
+    unsettled: dict[str, str] = field(default_factory=dict)
 
 
 class Timeout(Exception):
@@ -205,11 +211,15 @@ class Group:
 class Argument:
     """Builds the explorations for one model and combines them into one Outcome."""
 
-    def __init__(self, model: Model, por: bool, max_states: int, timeout_ms: int) -> None:
+    def __init__(self, model: Model, por: bool, max_states: int, timeout_ms: int,
+                 budget: Budget | None = None) -> None:
         self.model = model
         self.k = model.kernel
         self.por = por
-        self.max_states = max_states
+        # One budget for every search of this argument (and, when the checker passes its
+        # own, of the whole verification): max_states bounds their sum, not each one.
+        self.budget = budget if budget is not None else Budget(max_states=max_states)
+        self.max_states = max_states if budget is None else (budget.max_states or max_states)
         self.timeout_ms = timeout_ms
         self.out = Outcome(True, "")
         self._base: z3.Solver | None = None
@@ -226,9 +236,29 @@ class Argument:
             self._run()
         except Timeout as exc:
             self.out.complete = False
-            self.out.reason = f"solver gave up: {exc}"
+            self.out.reason = f"solver gave up: {exc} (raise --query-timeout)"
+            try:
+                self.budget.check()
+            except BudgetExceeded as spent:  # the query was cut short by the budget
+                self._spent(spent.reason)
+        except BudgetExceeded as exc:
+            self._spent(exc.reason)
+        if not self.out.complete and not self.out.budget:
+            try:  # a query cut short by the time left reads as "unknown" elsewhere too
+                self.budget.check()
+            except BudgetExceeded as exc:
+                self._spent(exc.reason)
         self.out.seconds = time.perf_counter() - t0
         return self.out
+
+    def _spent(self, reason: str) -> None:
+        self.out.complete = False
+        self.out.reason = reason
+        self.out.budget = True
+
+    def _ms(self) -> int:
+        """A solver query's timeout: the per-query one, capped by the time budget left."""
+        return self.budget.remaining_ms(self.timeout_ms)
 
     def _run(self) -> None:
         sym = self.model.sym_loops
@@ -278,7 +308,7 @@ class Argument:
         shared: dict = {}
         a = Enc(self.k, self.model, "", shared)
         b = Enc(self.k, self.model, "_2", shared)
-        s = _solver(self.timeout_ms)
+        s = _solver(self._ms())
         s.add(*a.where(), *b.where())
         self._thread_range(s, shared)
         s.add(z3.Or([a.term(e) != b.term(e) for e in exprs]))
@@ -293,7 +323,7 @@ class Argument:
         are small (for readable counterexamples): bounds on |size| doubled until sat."""
         if self._base is None:
             self._enc0 = Enc(self.k, self.model, "", {})
-            self._base = _solver(self.timeout_ms)
+            self._base = _solver(self._ms())
             self._base.add(*self._enc0.where())
         enc, s = self._enc0, self._base
         s.push()
@@ -366,7 +396,7 @@ class Argument:
         c = (compile_expr(t_other, self.model.lets)(sizes)
              - compile_expr(t_ref, self.model.lets)(sizes))
         enc = Enc(self.k, self.model, "", {})
-        s = _solver(self.timeout_ms)
+        s = _solver(self._ms())
         s.add(*enc.where())
         s.add(enc.term(t_other) - enc.term(t_ref) != c)
         return int(c) if _check(s, self.out.queries) == z3.unsat else None
@@ -464,14 +494,14 @@ class Argument:
             x.loops[loop.var.uid] = x.term(loop.lo) + loop.step * i
             y.loops[loop.var.uid] = y.term(loop.lo) + loop.step * (i + half)
             cons = [i >= 0, y.term(e) != 1 - x.term(e)]
-            if not _prove_unsat(cons, self.timeout_ms, self.out.queries):
+            if not _prove_unsat(cons, self._ms(), self.out.queries):
                 return None
         for _, e in par_post:
             shared: dict = {}
             x, y = Enc(self.k, self.model, "", shared), Enc(self.k, self.model, "_2", shared)
             tx, ty = x.term(group.t_expr), y.term(group.t_expr)
             cons = [*x.where(), *y.where(), ty - tx == half, y.term(e) != 1 - x.term(e)]
-            if not _prove_unsat(cons, self.timeout_ms, self.out.queries):
+            if not _prove_unsat(cons, self._ms(), self.out.queries):
                 return None
         return half
 
@@ -514,14 +544,14 @@ class Argument:
         diff = z3.Or([x.term(e) != y.term(e) for e in exprs])
         if "thread" in shared:
             cons += [shared["thread"] >= 0, shared["thread"] < self.k.block]
-        return _prove_unsat(cons + [diff], self.timeout_ms, self.out.queries)
+        return _prove_unsat(cons + [diff], self._ms(), self.out.queries)
 
     def _query_pre(self, group: Group, items: list, far: int) -> bool:
         if not items:
             return True
         shared: dict = {}
         x, y = Enc(self.k, self.model, "", shared), Enc(self.k, self.model, "_2", shared)
-        s = _solver(self.timeout_ms)
+        s = _solver(self._ms())
         s.add(*x.where(), *y.where(), x.term(group.t_expr) >= far,
               y.term(group.t_expr) >= far)
         diffs = [x.term(e) != y.term(e) for _, e in items]
@@ -534,7 +564,7 @@ class Argument:
             return True
         shared: dict = {}
         x, y = Enc(self.k, self.model, "", shared), Enc(self.k, self.model, "_2", shared)
-        s = _solver(self.timeout_ms)
+        s = _solver(self._ms())
         tx, ty = x.term(group.t_expr), y.term(group.t_expr)
         s.add(*x.where(), *y.where(), (tx - ty) % period == 0)
         diffs = [x.term(e) != y.term(e) for _, e in items]
@@ -572,7 +602,7 @@ class Argument:
         self.out.states += levels.states
         self.out.transitions += levels.transitions
         for f in levels.findings.values():
-            lvl = levels.finding_level.get(f.code, 0)
+            lvl = levels.finding_level.get(finding_key(f), 0)
             self.out.findings.append((f, Config(big, t_big, f"level {lvl}"), mach))
         if not ok:
             self.out.complete = False
@@ -622,7 +652,7 @@ class Argument:
             tmach = Machine(self.model, sizes, period=self.period)
             _share_atoms(tmach, mach)
             roots = sorted((levels.shift(st, shift) for st in levels.sets[mt]), key=repr)
-            res = search(tmach, roots, self.por, self.max_states)
+            res = search(tmach, roots, self.por, self.max_states, budget=self.budget)
             self._absorb(res, Config(sizes, real_t, f"tail from level {mt + shift}"), tmach,
                          levels=levels if shift == 0 else None)
             tails.append(real_t)
@@ -636,12 +666,15 @@ class Argument:
     def _min_trip(self, group: Group) -> int | None:
         enc = Enc(self.k, self.model, "", {})
         s = z3.Optimize()
-        s.set("timeout", self.timeout_ms)
+        s.set("timeout", self._ms())
         s.add(*enc.where())
         t = enc.term(group.t_expr)
         s.add(t >= -(1 << 20))
         h = s.minimize(t)
-        if s.check() != z3.sat:
+        res = s.check()
+        if res == z3.unknown:
+            raise Timeout("smallest trip count")
+        if res != z3.sat:
             return None
         return s.lower(h).as_long()
 
@@ -649,7 +682,7 @@ class Argument:
         """The largest allowed trip count, or None when it is unbounded (above 2**40)."""
         enc = Enc(self.k, self.model, "", {})
         s = z3.Optimize()
-        s.set("timeout", self.timeout_ms)
+        s.set("timeout", self._ms())
         s.add(*enc.where())
         t = enc.term(group.t_expr)
         s.add(t <= (1 << 40))
@@ -681,7 +714,9 @@ class Argument:
             if sizes is not None:
                 self._explore(Config(sizes, t, "full"))
                 self._done_full.add(t)
-                if self.out.findings:
+                # A candidate (semantics/witness.py) may be a false alarm: it does not make
+                # the argument for every trip count moot.
+                if any(not f.detail.get("candidate") for f, _, _ in self.out.findings):
                     return True
         return False
 
@@ -717,7 +752,7 @@ class Argument:
 
     def _explore(self, cfg: Config) -> None:
         mach = Machine(self.model, cfg.sizes, period=None)
-        res = search(mach, [mach.initial()], self.por, self.max_states)
+        res = search(mach, [mach.initial()], self.por, self.max_states, budget=self.budget)
         self._absorb(res, cfg, mach)
 
     def _points(self, mach: Machine, states) -> None:
@@ -752,6 +787,7 @@ class Argument:
         if not res.stats.complete:
             self.out.complete = False
             self.out.reason = res.stats.reason
+            self.out.budget = self.out.budget or res.stats.budget
         if res.first_final is not None and (not self.out.finals or cfg.kind == "full"):
             self.out.finals.clear()
             root, path = path_to(res.parents, res.first_final)
@@ -852,8 +888,17 @@ class _Levels:
                     return False, f"refuted at level {lvl} of the far system"
                 st = queue.pop()
                 self.states += 1
-                if self.states > self.arg.max_states:
-                    return False, f"state limit {self.arg.max_states} reached"
+                try:
+                    self.arg.budget.charge()
+                except BudgetExceeded as exc:
+                    self.arg.out.budget = True
+                    return False, exc.reason
+                if all(m.instr(st, a).op == END for a in range(m.n)):
+                    bad = m.exit_violation(st)
+                    if bad is not None:
+                        self._find(Finding(bad[0], bad[1], bad[2], self.path_to(st),
+                                           self.root, False, {"state": st}), lvl)
+                        continue
                 succ, enabled, _ = m.successors(st, por)
                 if not enabled:
                     live = [a for a in range(m.n) if m.instr(st, a).op != END]
@@ -919,10 +964,13 @@ class _Levels:
         return (tuple(agents), bars) + state[2:]
 
     def _find(self, f: Finding, lvl: int) -> None:
-        if f.code not in self.findings:
-            self.findings[f.code] = f
-            self.finding_level[f.code] = lvl
-        self.stop = True
+        key = finding_key(f)
+        old = self.findings.get(key)
+        if old is None or rank(f) < rank(old):
+            self.findings[key] = f
+            self.finding_level[key] = lvl
+        if not f.detail.get("candidate"):
+            self.stop = True
 
 
 def _shape(e: Any) -> Any:
@@ -982,9 +1030,39 @@ def _show(e: ir.Expr) -> str:
     return "..."
 
 
-def explore_all(model: Model, por: bool, max_states: int, timeout_ms: int) -> Outcome:
-    """The verdict material for a model: see the module docstring."""
-    return Argument(model, por, max_states, timeout_ms).run()
+def sample_sizes(model: Model, timeout_ms: int = 2000,
+                 floors: tuple[int, ...] = (32, 100, 1000)) -> list[dict[str, int]]:
+    """A few allowed size assignments with every size at least each floor in turn (where
+    `where` allows): launches large enough for guards on sizes to let every thread of a
+    block through, for witnesses that the smallest sizes do not show."""
+    arg = Argument(model, True, 1, timeout_ms)
+    out: list[dict[str, int]] = []
+    for floor in floors:
+        try:
+            sizes = arg._some_sizes([lambda enc, f=floor: z3.And(
+                [v >= f for v in enc.sizes.values()] or [z3.BoolVal(True)])])
+        except Timeout:
+            break
+        if sizes is not None and sizes not in out:
+            out.append(sizes)
+    return out
 
 
-__all__ = ["Config", "Outcome", "explore_all", "Instr", "Stats"]
+def sizes_for_trip(model: Model, trip: int, timeout_ms: int = 5000) -> dict[str, int] | None:
+    """An allowed size assignment whose parametric loops run `trip` times (None if none)."""
+    arg = Argument(model, True, 1000, timeout_ms)
+    group, _ = arg._group()
+    if group is None:
+        return None
+    return arg._sizes_for(group, trip)
+
+
+def explore_all(model: Model, por: bool, max_states: int, timeout_ms: int,
+                budget: Budget | None = None) -> Outcome:
+    """The verdict material for a model: see the module docstring. Without `budget`, the
+    searches share one of `max_states` states in all."""
+    return Argument(model, por, max_states, timeout_ms, budget).run()
+
+
+__all__ = ["Config", "Outcome", "explore_all", "sample_sizes", "sizes_for_trip", "Instr",
+           "Stats"]

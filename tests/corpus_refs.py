@@ -108,6 +108,21 @@ def ref_row_reduce(s: Sizes, x: Arrays) -> Arrays:
     return {"out": part[:, 0].copy()}
 
 
+def ref_row_sum_ilp(s: Sizes, x: Arrays) -> Arrays:
+    """row_sum_ilp: lane l keeps four partials, q = 0..3, each summing columns
+    128 j + 32 q + l in order j = 0, 1, ...; the lane's value is (a0 + a1) + (a2 + a3), then
+    the halving tree p[l] += p[l + h] for h = 16, 8, 4, 2, 1."""
+    m, n = s["M"], s["N"]
+    a = f32(x["x"])
+    acc = np.zeros((m, 4, 32), F32)
+    for j in range(n // 128):
+        acc = acc + a[:, j * 128:(j + 1) * 128].reshape(m, 4, 32)
+    part = (acc[:, 0] + acc[:, 1]) + (acc[:, 2] + acc[:, 3])
+    for h in (16, 8, 4, 2, 1):
+        part[:, :h] = part[:, :h] + part[:, h : 2 * h]
+    return {"out": part[:, 0].copy()}
+
+
 def ref_affine_f16(s: Sizes, x: Arrays) -> Arrays:
     """smem_fence_tma_store, tma_store_pipeline: dst = f16(f32(src) * 0.5 + 1.0)."""
     return {"dst": to_f16(f32(x["src"]) * F32(0.5) + F32(1.0))}
@@ -177,4 +192,8 @@ CASES: dict[str, Case] = {
     # 3 tiles: both the input ring and the output staging wrap
     "tma_store_pipeline": Case(ref_affine_f16, _mn(64, 192), _mns((64, 64), (64, 320),
                                                                   (192, 128))),
+    # two blocks; the ring of six stages wraps within the eight boxes of each
+    "tma_copy_ring": Case(ref_copy, {"L": 512}, ({"L": 256}, {"L": 768})),
+    "transpose_tma": Case(ref_transpose, _mn(64, 128), _mns((64, 64), (192, 64), (128, 320))),
+    "row_sum_ilp": Case(ref_row_sum_ilp, _mn(20, 256), _mns((9, 128), (16, 384), (1, 128))),
 }

@@ -20,6 +20,7 @@ kernel every(src: in global f16[M, N], dst: out global f16[M, N], v: inout globa
   tensormap tout = tiled(dst, box [64, 64])
   shared buf: f16[S, 64, 64] layout swizzle128B(row_major) align 1024
   shared t2: f16[64, 64] layout ((8,8),64):((64,512),1)
+  shared t3: f16[64, 64] layout Sw<3,3,3> o _0 o (_64,_64):(_64,_1)
   mbarrier full[S] count 1 guards buf[i]
   mbarrier one count 4 guards t2
   if thread == 0 { init full; init one; fence mbarrier_init }
@@ -55,6 +56,7 @@ VOCAB = ["kernel", "global", "where", "grid", "block", "const", "tensormap", "ti
          "tma_load", "tma_store", "signal", "commit_group", "wait_group", "read", "f16", "f32",
          "i32", "bf16", "u8", "128B", "none", "zero", "nan", "mbarrier_init", "proxy_async",
          "thread", "lane", "warp_id", "min", "max", "abs", "bytes", "row_major", "M", "N", "x",
+         "Sw", "o", "_0", "_64",
          "in", "out", "inout", "0", "1", "64", "2.5", "(", ")", "[", "]", "{", "}", ",", ":",
          ";", ".", "..", "<-",
          "=", "+=", "==", "!=", "<", ">=", "&&", "||", "!", "+", "-", "*", "/", "%", " ", "\n",

@@ -519,7 +519,7 @@ def test_tx_range_shared_oob_and_bad_replay() -> None:
     k = kernel_of(ELEMENTWISE)
     with pytest.raises(InterpError) as info:
         run_kernel(k, {"N": 64}, random_inputs(k, {"N": 64}, 0), schedule=[64])
-    assert info.value.code == "TS490"
+    assert info.value.code == "TS498"
 
 
 def test_in_place_update_reads_global_written_by_the_kernel() -> None:

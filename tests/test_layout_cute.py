@@ -17,13 +17,19 @@ from tilesafe.semantics.cute import (
     complement,
     compose_any,
     composition,
+    filter_zeros,
     left_inverse,
     logical_divide,
     logical_product,
     make_layout,
     parse_cute,
     right_inverse,
+    slice_and_offset,
+    slice_layout,
+    tiled_divide,
+    tiled_product,
     zipped_divide,
+    zipped_product,
 )
 from tilesafe.semantics.inttuple import (
     crd2idx,
@@ -357,3 +363,194 @@ def test_compose_any_with_swizzle() -> None:
     assert [col(i) for i in range(8)] == [sl((i, 0)) for i in range(8)]
     assert str(sl) == "Sw<3,3,3> o 0 o (8,64):(64,1)"
     assert parse_cute(str(sl)) == sl
+
+
+# --- None in tilers, zipped/tiled divide and product (issue 8, items 11-12) ----------------
+
+
+def test_none_in_a_tiler_keeps_the_mode_whole() -> None:
+    a = parse_cute("(8,8):(8,1)")
+    assert str(logical_divide(a, (None, Layout(2, 1)))) == "(8,(2,4)):(8,(1,2))"
+    # pycute's meaning: the None mode contributes the empty tile 1:0 and stays whole
+    assert str(zipped_divide(a, (None, Layout(2, 1)))) == "((1,2),(8,4)):((0,1),(8,2))"
+    assert str(zipped_divide(a, None)) == "(1,(8,8)):(0,(8,1))"
+    assert str(tiled_divide(a, (Layout(4, 1), None))) == "((4,1),2,8):((8,0),32,1)"
+    assert logical_product(a, (None, Layout(2, 1)))[0] == a[0]
+    assert str(zipped_product(a, (None, 2))) == "((1,8),(8,2)):((0,1),(8,8))"
+
+
+def test_tiled_and_product_known_results() -> None:
+    a = parse_cute("(8,8):(8,1)")
+    z = zipped_divide(a, (Layout(4, 1), Layout(2, 1)))
+    assert str(z) == "((4,2),(2,4)):((8,1),(32,2))"
+    assert str(tiled_divide(a, (Layout(4, 1), Layout(2, 1)))) == "((4,2),2,4):((8,1),32,2)"
+    b = parse_cute("(2,2):(4,1)")
+    assert str(zipped_product(b, parse_cute("6:1"))) == "((2,2),(2,3)):((4,1),(2,8))"
+    assert str(tiled_product(b, parse_cute("6:1"))) == "((2,2),2,3):((4,1),2,8)"
+    # a hierarchical tiler recurses into the mode it names
+    h = parse_cute("((4,2),8):((1,4),8)")
+    assert str(zipped_divide(h, ((2, None), 4))) == "(((2,1),4),((2,2),2)):(((1,0),8),((2,4),32))"
+
+
+tiler_entry = st.one_of(st.none(), st.integers(1, 4),
+                        st.builds(Layout, st.integers(1, 4), st.integers(0, 3)))
+
+
+def _split_coords(a: Layout, tiler: tuple, split: Layout) -> list[tuple[object, object]]:
+    """For every coordinate of `split` (a logical divide/product by modes): the matching
+    coordinate of the zipped form ((firsts...), (seconds...))."""
+    out = []
+    sizes = tuple(split[i].size() for i in range(split.rank()))
+    for idx in range(split.size()):
+        crd = idx2crd(idx, sizes)
+        firsts, seconds = [], []
+        for i, t in enumerate(tiler):
+            if t is None:
+                firsts.append(0)
+                seconds.append(crd[i])
+            else:
+                n = split[i][0].size()
+                firsts.append(crd[i] % n)
+                seconds.append(crd[i] // n)
+        seconds += list(crd[len(tiler):])
+        out.append((crd, (tuple(firsts), tuple(seconds))))
+    return out
+
+
+@SETTINGS
+@given(layouts(), st.data())
+def test_zipped_divide_and_product_permute_the_logical_modes(a: Layout,
+                                                              data: st.DataObject) -> None:
+    k = data.draw(st.integers(1, a.rank()))
+    tiler = tuple(data.draw(tiler_entry) for _ in range(k))
+    for logical, zipped, tiled in ((logical_divide, zipped_divide, tiled_divide),
+                                   (logical_product, zipped_product, tiled_product)):
+        try:
+            split = logical(a, tiler)
+        except ValueError:
+            continue
+        z, t = zipped(a, tiler), tiled(a, tiler)
+        assert z.size() == split.size()
+        for crd, zcrd in _split_coords(a, tiler, split):
+            assert z(zcrd) == split(crd), (str(a), tiler, str(split), str(z))
+        # tiled = zipped with the second mode's modes brought to the top level
+        assert t[0] == z[0] and t.rank() == 1 + z[1].rank()
+        assert all(t[1 + j] == z[1][j] for j in range(z[1].rank()))
+
+
+# --- slicing -----------------------------------------------------------------------------
+
+
+def test_slice_known_results() -> None:
+    a = parse_cute("(8,8):(8,1)")
+    sub, off = slice_and_offset((None, 3), a)  # CuTe: a(_, 3)
+    assert (str(sub), off) == ("(8):(8)", 3)
+    sub, off = slice_and_offset((2, None), a)
+    assert (str(sub), off) == ("(8):(1)", 16)
+    h = parse_cute("((2,3),4):((1,2),6)")
+    assert slice_and_offset(((None, 1), None), h) == (parse_cute("(2,4):(1,6)"), 2)
+    assert slice_and_offset((None, None), h) == (h, 0)
+    assert slice_and_offset((5, 3), h) == (Layout((), ()), h((5, 3)))
+    assert slice_layout((None, 3), a) == parse_cute("(8):(8)")
+    sw = ComposedLayout(Swizzle(3, 3, 3), parse_cute("(64,64):(64,1)"))
+    sub, off = slice_and_offset((5, None), sw)  # the offset moves inside the swizzle
+    assert off == 0 and sub == ComposedLayout(Swizzle(3, 3, 3), Layout((64,), (1,)), 320)
+    for bad in ((None,), (8, None), (None, "x"), ((1, 2), None)):
+        with pytest.raises(ValueError):
+            slice_and_offset(bad, a)
+
+
+@st.composite
+def slice_coords(draw: st.DrawFn, shape: object) -> object:
+    """None, an int index of the sub-tree, or (for a tuple) one entry per mode."""
+    kind = draw(st.sampled_from(["none", "int", "deep"]))
+    if kind == "none":
+        return None
+    if kind == "int" or isinstance(shape, int):
+        return draw(st.integers(0, product(shape) - 1))  # type: ignore[arg-type]
+    return tuple(draw(slice_coords(s)) for s in shape)  # type: ignore[union-attr]
+
+
+def _fill(crd: object, vals: list[int]) -> object:
+    """Replace the Nones of `crd`, in order, by the values popped from the front of vals."""
+    if crd is None:
+        return vals.pop(0)
+    if isinstance(crd, tuple):
+        return tuple(_fill(c, vals) for c in crd)
+    return crd
+
+
+@SETTINGS
+@given(layouts(), st.data())
+def test_slice_plus_offset_evaluates_the_full_layout(a: Layout, data: st.DataObject) -> None:
+    crd = data.draw(slice_coords(a.shape))
+    sub, off = slice_and_offset(crd, a)
+    swz = ComposedLayout(Swizzle(2, 0, 3), a, 5)
+    ssub, soff = slice_and_offset(crd, swz)
+    sizes = tuple(product(s) for s in sub.shape) if isinstance(sub.shape, tuple) else ()
+    for j in range(sub.size()):
+        open_crd = idx2crd(j, sizes) if sizes else ()
+        vals = list(open_crd) if isinstance(open_crd, tuple) else [open_crd]
+        full = _fill(crd, vals)
+        assert a(full) == off + sub(open_crd), (str(a), crd, str(sub), off)
+        assert swz(full) == ssub(open_crd) and soff == 0
+
+
+# --- widened composition and complement (issue 8, item 12) -------------------------------
+
+
+def test_composition_accepts_what_cute_computes_exactly() -> None:
+    a = parse_cute("(6,2):(1,7)")
+    r = composition(a, parse_cute("2:4"))  # 4 and 6 do not divide, but 0, 4 stay in mode 0
+    assert str(r) == "2:4" and [r(i) for i in range(2)] == [a(0), a(4)]
+    # a linear A is additive: any B composes, even one whose modes overlap
+    r = composition(parse_cute("8:3"), parse_cute("(2,2):(1,1)"))
+    assert str(r) == "(2,2):(3,3)"
+    assert str(composition(parse_cute("(2,4):(1,2)"), parse_cute("(2,2):(1,1)"))) == (
+        "(2,2):(1,1)")
+    # A is linear on B's offsets (all multiples of 2, and A(2y) = 3y for y <= 6)
+    a, b = parse_cute("(2,5):(8,3)"), parse_cute("(3,5):(12,6)")
+    r = composition(a, b)
+    assert str(r) == "(3,5):(18,9)" and all(r(i) == a(b(i)) for i in range(b.size()))
+    # B's modes overlap, but their offsets' digits in A's radix (4, rest) never carry
+    a, b = parse_cute("(4,3):(7,6)"), parse_cute("(4,4):(2,4)")
+    r = composition(a, b)
+    assert str(r) == "((2,2),4):((14,6),6)" and all(r(i) == a(b(i)) for i in range(b.size()))
+
+
+def test_composition_still_refuses_wrong_answers() -> None:
+    with pytest.raises(ValueError):  # overlapping modes of B on a non-linear A
+        composition(parse_cute("(2,2):(1,10)"), parse_cute("(2,2):(1,1)"))
+    # B's modes nest, but 1 + 2 carries out of A's first mode of 3: mode by mode would
+    # give 3 where A(3) = 100, so the second mode must meet A by divisibility
+    a, b = parse_cute("(3,10):(1,100)"), parse_cute("(2,2):(1,2)")
+    assert a(b((1, 1))) == 100
+    with pytest.raises(ValueError):
+        composition(a, b)
+    with pytest.raises(ValueError):  # offsets 0, 4, 8 leave mode 0 of extent 6
+        composition(parse_cute("(6,2):(1,7)"), parse_cute("3:4"))
+
+
+def test_complement_of_non_nesting_strides_follows_cute() -> None:
+    # CuTe floor-divides the gap below stride 3 (span 2 so far): one mode 2:6 remains
+    assert str(complement(parse_cute("(2,2):(1,3)"), 12)) == "2:6"
+    assert str(complement(parse_cute("(2,3):(5,1)"), 30)) == "3:10"  # gaps 1 and 5 // 3
+    with pytest.raises(ValueError):  # stride 2 inside the span 3 of 3:1: interleaved
+        complement(parse_cute("(3,2):(1,2)"))
+
+
+@SETTINGS
+@given(layouts())
+def test_complement_guarantees(layout: Layout) -> None:
+    try:
+        comp = complement(layout, layout.cosize() + 3)
+    except ValueError:
+        assume(False)
+        return
+    # success means the non-broadcast part of L is injective, and so is (L, C) on L's image
+    live = filter_zeros(layout)
+    assert len(set(image(live))) == live.size()
+    img = image(layout)
+    assert len(set(image(make_layout(layout, comp)))) == len(set(img)) * comp.size()
+    assert all(comp(i - 1) < comp(i) for i in range(1, comp.size()))
+    assert not set(img) & {comp(j) for j in range(1, comp.size())}

@@ -271,6 +271,9 @@ def test_random_terms_against_enumeration(st_term: tuple[Any, LayoutTerm], eb: i
     shape, term = st_term
     real = realize(term, shape, eb)
     offs = flat_offsets(real)
+    # One offset function evaluated two ways: on every coordinate at once (numpy arrays,
+    # as the interpreter's slot table does) and point by point (Python ints).
+    assert offs == [real.offset(c) for c in coords(shape)]
     assert real.cosize == max(offs) + 1
     check_isl_pointwise(real)
     inj = LI.injective(real)

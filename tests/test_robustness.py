@@ -95,7 +95,8 @@ def test_nesting_just_under_the_limit_works_everywhere(cli, tsk):
 def test_verify_huge_loop_within_memory(tsk, trips):
     """The event model's footprint built one array entry per iteration before checking its
     size (16.9 GB for 2^31 trips, MemoryError for 2^32) and could not hold 2^64 in int64
-    (OverflowError). It now counts first and over-approximates a loop that is too big.
+    (OverflowError). It now counts first and over-approximates a loop that is too big
+    (semantics/footprint.py).
     (A literal 2^64 is TS026 now; folding two literals still reaches it.)"""
     path = tsk(kernel(f"""
 shared s: f32[32]
@@ -105,8 +106,10 @@ for i in 0 .. {trips} {{
 sync
 x[thread] = s[thread]""", where="N == 32"))
     r = limited_cli("verify", path, mem_mb=3072)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "0 failing" in r.stdout
+    # Proved, or unknown where the over-approximated footprint cannot settle a
+    # permission; never a refutation, never exit 3.
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    assert " 0 refuted" in r.stdout
 
 
 # ---- layouts -------------------------------------------------------------------------------

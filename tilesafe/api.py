@@ -205,3 +205,112 @@ def run(path: str | Path, sizes: Mapping[str, int] | str, seed: int = 0,
         kernel: str | None = None) -> Any:
     """Interpret a kernel on random inputs; returns the interpreter's RunResult."""
     return run_detailed(path, sizes, seed, kernel).result
+
+
+# ---- code generation and GPU runs ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    """A kernel through the verification gate and the code generator.
+
+    `compiled` is None when the gate refused (some error obligation is not proved and
+    `unverified` was not asked for): `failing` names them. `validation` holds the
+    translation validator's obligations on the emitted code."""
+
+    kernel: ir.Kernel
+    compiled: Any
+    obligations: tuple[Obligation, ...]
+    failing: tuple[Obligation, ...]
+    validation: tuple[Obligation, ...] = ()
+
+    @property
+    def refused(self) -> bool:
+        return self.compiled is None
+
+
+def compile_kernel(program: ir.Program, kernel: str | None = None, *,
+                   unverified: bool = False, options: Any = None,
+                   validate: bool = True) -> CompileResult:
+    """Verify one kernel, then emit PTX for it if every error obligation is proved (or
+    anyway, with a banner, when `unverified`), and with `validate` prove that the PTX does
+    what the IR says (the translation validator, TS720-TS729, docs/codegen.md). Raises
+    DiagnosticError (TS7xx) when no exact code exists for it."""
+    from tilesafe.codegen.compile import compile_kernel as generate
+    from tilesafe.codegen.compile import unverified_banner
+
+    k = select_kernel(program, kernel)
+    obligations = tuple(verify_kernel(k, options))
+    failing = tuple(o for o in obligations if o.failed)
+    if failing and not unverified:
+        return CompileResult(k, None, obligations, failing)
+    banner = unverified_banner([f"{o.code or '-'} {o.name}" for o in failing]) \
+        if unverified and failing else ""
+    compiled = generate(k, program.path, banner)
+    validation: tuple[Obligation, ...] = ()
+    if validate:
+        from tilesafe.codegen.validate import validate_ptx
+
+        validation = tuple(validate_ptx(k, compiled.ptx))
+    return CompileResult(k, compiled, obligations, failing, validation)
+
+
+def compile(path: str | Path, kernel: str | None = None, *, unverified: bool = False,
+            options: Any = None, validate: bool = True) -> CompileResult:
+    """`tilesafe compile`: load, lint, verify, generate, validate."""
+    return compile_kernel(checked_program(path), kernel, unverified=unverified,
+                          options=options, validate=validate)
+
+
+@dataclass(frozen=True)
+class GpuRecord:
+    """A GPU run with what went into it and, with `check`, the interpreter's verdict."""
+
+    kernel: ir.Kernel
+    sizes: Mapping[str, int]
+    seed: int
+    inputs: Mapping[str, Any]
+    gpu: Any  # tilesafe.gpu.launcher.GpuRun
+    reference: Any = None  # the interpreter's RunResult (check only)
+    reference_error: Any = None  # the interpreter's InterpError, if it failed
+    mismatches: tuple[Any, ...] = ()
+
+    @property
+    def bit_exact(self) -> bool:
+        return (self.gpu.status == "ok" and self.reference is not None
+                and not self.mismatches)
+
+
+def run_gpu(path: str | Path, sizes: Mapping[str, int] | str, seed: int = 0,
+            kernel: str | None = None, *, check: bool = False, unverified: bool = False,
+            timeout: float = 60.0, compiled: CompileResult | None = None) -> GpuRecord:
+    """Compile (through the verification gate), launch on the GPU in a child process with a
+    timeout, and with `check` run the interpreter on the same inputs and compare bit for
+    bit. Raises UsageError when the gate refuses."""
+    import numpy as np
+
+    from tilesafe.codegen.plan import bind
+    from tilesafe.gpu.compare import compare
+    from tilesafe.gpu.launcher import run_isolated
+
+    if isinstance(sizes, str):
+        sizes = parse_sizes(sizes)
+    program = checked_program(path)
+    res = compiled or compile_kernel(program, kernel, unverified=unverified, validate=False)
+    if res.refused:
+        names = "; ".join(f"{o.code or '-'} {o.name}" for o in res.failing)
+        raise UsageError(f"refusing to run unverified code (not proved: {names}); pass "
+                         "--unverified to run it anyway")
+    interp = _interp_module()
+    interp.check_where(res.kernel, dict(sizes))
+    spec = bind(res.kernel, res.compiled, sizes)
+    inputs = interp.random_inputs(res.kernel, dict(sizes), np.random.default_rng(seed))
+    gpu = run_isolated(spec, inputs, timeout=timeout)
+    if not check:
+        return GpuRecord(res.kernel, dict(sizes), seed, inputs, gpu)
+    try:
+        ref = interp.run_kernel(res.kernel, dict(sizes), inputs, seed=seed)
+    except interp.InterpError as err:
+        return GpuRecord(res.kernel, dict(sizes), seed, inputs, gpu, None, err)
+    mism = tuple(compare(ref.tensors, gpu.tensors)) if gpu.status == "ok" else ()
+    return GpuRecord(res.kernel, dict(sizes), seed, inputs, gpu, ref, None, mism)

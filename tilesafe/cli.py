@@ -141,6 +141,8 @@ def _cmd_run(args: argparse.Namespace, out: _Out) -> int:
 
     sizes = api.parse_sizes(args.size or "")
     try:
+        if args.device == "gpu":
+            return _run_gpu(args, out, sizes)
         rec = api.run_detailed(args.file, sizes, seed=args.seed, kernel=args.kernel)
     except api.Unavailable as err:
         out.error(f"run: {err}")
@@ -201,6 +203,97 @@ def _save_npz(path: str, inputs: Any, outputs: dict[str, Any]) -> str:
     except OSError as err:
         raise _Usage(f"cannot write {path}: {err.strerror or err}") from None
     return path if path.endswith(".npz") else path + ".npz"
+
+
+def _run_gpu(args: argparse.Namespace, out: _Out, sizes: dict[str, int]) -> int:
+    from tilesafe import api
+    from tilesafe.codegen.plan import ContractError
+    from tilesafe.gpu.driver import unavailable_reason
+
+    why = unavailable_reason()
+    if why is not None:
+        raise _Usage(f"no GPU to run on: {why}")
+    try:
+        rec = api.run_gpu(args.file, sizes, args.seed, args.kernel, check=args.check,
+                          unverified=args.unverified, timeout=args.timeout)
+    except ContractError as err:
+        raise _Usage(str(err)) from None
+    gpu = rec.gpu
+    given = ", ".join(f"{k}={v}" for k, v in rec.sizes.items()) or "no sizes"
+    verdict = "ok" if gpu.status == "ok" else f"{gpu.status}: {gpu.error}"
+    if args.check and gpu.status == "ok":
+        if rec.reference_error is not None:
+            verdict = f"the interpreter failed: {rec.reference_error}"
+        elif rec.mismatches:
+            verdict = "DIFFERS from the interpreter: " + "; ".join(
+                m.describe() for m in rec.mismatches)
+        else:
+            verdict = "bit-exact with the interpreter"
+    if args.format == "json":
+        out.json({"path": args.file, "kernel": rec.kernel.name, "sizes": dict(rec.sizes),
+                  "seed": rec.seed, "device": "gpu", "status": gpu.status, "error": gpu.error,
+                  "checked": args.check, "bit_exact": rec.bit_exact if args.check else None,
+                  "mismatches": [m.describe() for m in rec.mismatches]})
+    else:
+        out.line(f"{args.file}: kernel {rec.kernel.name} on the GPU ({given}, seed "
+                 f"{rec.seed}): {verdict}")
+        if gpu.status == "ok":
+            from tilesafe.semantics.interp_io import summarize_tensor
+
+            for name, arr in gpu.tensors.items():
+                info = summarize_tensor(arr, rec.kernel.tensor(name).dtype)
+                out.line(f"  {_summary_text({name: info})[0]}")
+    ok = gpu.status == "ok" and (not args.check or rec.bit_exact)
+    return OK if ok else FAILED
+
+
+# ---- compile -------------------------------------------------------------------------------
+
+
+def _cmd_compile(args: argparse.Namespace, out: _Out) -> int:
+    from tilesafe import api
+    from tilesafe.proofs import report
+
+    res = api.compile(args.file, args.kernel, unverified=args.unverified)
+    if res.refused:
+        entries = [report.Entry(args.file, res.kernel.name, o) for o in res.failing]
+        if args.format == "json":
+            out.json({"path": args.file, "kernel": res.kernel.name, "compiled": False,
+                      "failing": [report.obligation_record(e) for e in entries]})
+        else:
+            for e in entries:
+                for line in report.obligation_lines(e):
+                    out.line(line)
+            out.line(f"{args.file}: kernel {res.kernel.name} not compiled: "
+                     f"{len(res.failing)} obligation(s) not proved (--unverified emits "
+                     "anyway)")
+        return FAILED
+    ptx = res.compiled.ptx
+    if args.output:
+        try:
+            Path(args.output).write_text(ptx, encoding="utf-8")
+        except OSError as err:
+            raise _Usage(f"cannot write {args.output}: {err.strerror or err}") from None
+    failed_validation = [o for o in res.validation if o.failed]
+    if args.format == "json":
+        out.json({"path": args.file, "kernel": res.kernel.name, "compiled": True,
+                  "unverified": bool(res.failing), "output": args.output,
+                  "ptx": None if args.output else ptx,
+                  "smem_bytes": res.compiled.smem_bytes, "block": res.compiled.block,
+                  "validation": [report.obligation_record(report.Entry(
+                      args.file, res.kernel.name, o)) for o in res.validation]})
+    else:
+        if not args.output:
+            out.out.write(ptx)
+        else:
+            note = " (UNVERIFIED)" if res.failing else ""
+            out.line(f"{args.file}: kernel {res.kernel.name} -> {args.output}{note} "
+                     f"({res.compiled.smem_bytes} bytes of shared memory, "
+                     f"{res.compiled.block} threads)")
+        for o in failed_validation:
+            for line in report.obligation_lines(report.Entry(args.file, res.kernel.name, o)):
+                out.err.write(line + "\n")
+    return FAILED if failed_validation else OK
 
 
 # ---- fmt -----------------------------------------------------------------------------------
@@ -294,7 +387,7 @@ def _cmd_verify(args: argparse.Namespace, out: _Out) -> int:
             diags.extend(err.diagnostics)
             continue
         for kernel in program.kernels:
-            for o in api.verify_kernel(kernel, None, only):
+            for o in api.verify_kernel(kernel, _check_options(args), only):
                 entries.append(report.Entry(path, kernel.name, o))
     if args.format == "json":
         out.json([report.diagnostic_record(d) for d in diags]
@@ -312,6 +405,19 @@ def _cmd_verify(args: argparse.Namespace, out: _Out) -> int:
     if _errors(diags):
         return USAGE
     return FAILED if any(e.obligation.failed for e in entries) else OK
+
+
+def _check_options(args: argparse.Namespace) -> Any:
+    """The verify budgets given on the command line (defaults: checkers/registry.py)."""
+    from tilesafe.checkers.registry import CheckOptions
+
+    given = {"max_seconds": args.timeout, "max_states": args.max_states,
+             "max_memory_mb": args.max_memory, "timeout_ms": args.query_timeout}
+    for flag, value in zip(("--timeout", "--max-states", "--max-memory", "--query-timeout"),
+                           given.values(), strict=True):
+        if value is not None and value <= 0:
+            raise _Usage(f"{flag} must be positive, got {value:g}")
+    return CheckOptions(**{k: v for k, v in given.items() if v is not None})
 
 
 # ---- argument parsing ----------------------------------------------------------------------
@@ -339,6 +445,25 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=0, help="random seed for inputs (default 0)")
     run.add_argument("--out", metavar="FILE.npz", help="save inputs and outputs here")
     run.add_argument("--format", choices=("text", "json"), default="text")
+    run.add_argument("--device", choices=("interp", "gpu"), default="interp",
+                     help="where to run: the reference interpreter (default) or the GPU "
+                          "(compiles through the verification gate first)")
+    run.add_argument("--check", action="store_true",
+                     help="with --device gpu: also interpret the same inputs and compare "
+                          "every output bit for bit (exit 1 on a difference)")
+    run.add_argument("--unverified", action="store_true",
+                     help="with --device gpu: run even if verification does not prove it")
+    run.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                     help="with --device gpu: report a hang after this long (default 60)")
+
+    comp = sub.add_parser("compile", help="emit PTX (sm_90a) for a verified kernel")
+    comp.add_argument("file", metavar="FILE")
+    comp.add_argument("--kernel", metavar="NAME", help="kernel to compile (if several)")
+    comp.add_argument("-o", "--output", metavar="OUT.ptx",
+                      help="write the PTX here (default: standard output)")
+    comp.add_argument("--unverified", action="store_true",
+                      help="emit even if some obligation is not proved (with a banner)")
+    comp.add_argument("--format", choices=("text", "json"), default="text")
 
     fmt = sub.add_parser("fmt", help="rewrite files in canonical style")
     fmt.add_argument("files", nargs="+", metavar="FILE")
@@ -351,10 +476,22 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--format", choices=("text", "json", "sarif"), default="text")
     verify.add_argument("--only", metavar="CHECKERS",
                         help="comma-separated checker names (default: all)")
+    verify.add_argument("--timeout", type=float, metavar="SECONDS",
+                        help="time for the temporal searches of one kernel (default 300); "
+                             "past it: unknown")
+    verify.add_argument("--max-states", type=int, metavar="N",
+                        help="states for the temporal searches of one kernel, all together "
+                             "(default 1000000); past it: unknown")
+    verify.add_argument("--max-memory", type=int, metavar="MB",
+                        help="resident memory of the process while those searches run "
+                             "(default 4096); past it: unknown")
+    verify.add_argument("--query-timeout", type=int, metavar="MS",
+                        help="per solver/ISL query (default 10000); past it: unknown")
     return p
 
 
-_COMMANDS = {"lint": _cmd_lint, "run": _cmd_run, "fmt": _cmd_fmt, "verify": _cmd_verify}
+_COMMANDS = {"lint": _cmd_lint, "run": _cmd_run, "fmt": _cmd_fmt, "verify": _cmd_verify,
+             "compile": _cmd_compile}
 
 
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from tilesafe.gpu.driver import encode_call
 from tilesafe.semantics.tma_rules import DTYPES, TensorMapSpec, box_bytes
 
 KERNEL_SOURCE = Path(__file__).with_name("hw_kernels.cu")
@@ -34,28 +35,6 @@ REQUIRE_ENV = "TILESAFE_REQUIRE_GPU"  # set to 1 to turn "skipped" into "failed"
 # Opcodes of mbarrier_program (must match enum MbarrierOp in hw_kernels.cu).
 OP_NOP, OP_INIT, OP_ARRIVE, OP_EXPECT_TX, OP_COMPLETE_TX = 0, 1, 2, 3, 4
 OP_ARRIVE_EXPECT_TX, OP_TEST_WAIT_PARITY, OP_TRY_WAIT_PARITY, OP_INVAL = 5, 6, 7, 8
-
-_DTYPE = {
-    "u8": "UINT8",
-    "u16": "UINT16",
-    "u32": "UINT32",
-    "i32": "INT32",
-    "u64": "UINT64",
-    "i64": "INT64",
-    "f16": "FLOAT16",
-    "f32": "FLOAT32",
-    "f64": "FLOAT64",
-    "bf16": "BFLOAT16",
-    "f32_ftz": "FLOAT32_FTZ",
-    "tf32": "TFLOAT32",
-    "tf32_ftz": "TFLOAT32_FTZ",
-}
-_PREFIX = "CU_TENSOR_MAP_"
-_IL = {"none": "NONE", "16B": "16B", "32B": "32B"}
-_SWIZZLE = {"none": "NONE", "32B": "32B", "64B": "64B", "128B": "128B"}
-_L2 = {"none": "NONE", "64B": "L2_64B", "128B": "L2_128B", "256B": "L2_256B"}
-_OOB = {"zero": "NONE", "nan": "NAN_REQUEST_ZERO_FMA"}
-
 
 def find_nvcc() -> str | None:
     """nvcc on PATH, else under $CUDA_HOME / $CUDA_PATH / /usr/local/cuda."""
@@ -199,13 +178,8 @@ class Hopper:
         """Ask cuTensorMapEncodeTiled about `spec` at `address` (must be consistent with
         spec.global_address_alignment; that is the caller's business)."""
         cu = self._cu
-        strides = list(spec.global_strides_bytes)
-        if spec.rank == 1 and not strides:
-            # An empty list reaches the driver as a null pointer, which it refuses even for
-            # rank 1 (docs/hardware-rules.md, binding note); give it one ignored, valid entry.
-            strides = [16 * max(1, math.ceil(spec.global_dims[0] * spec.elem_bytes / 16))]
         try:
-            err, tmap = self._encode_call(spec, strides, address)
+            err, tmap = encode_call(spec, address)
         except ValueError as exc:
             if spec.rank <= 5:
                 raise
@@ -213,22 +187,6 @@ class Hopper:
             return EncodeResult(False, f"binding: {exc}", None)
         ok = err == cu.CUresult.CUDA_SUCCESS
         return EncodeResult(ok, "" if ok else err.name, tmap if ok else None)
-
-    def _encode_call(self, spec: TensorMapSpec, strides: list[int], address: int) -> Any:
-        cu = self._cu
-        return cu.cuTensorMapEncodeTiled(
-            getattr(cu.CUtensorMapDataType, "CU_TENSOR_MAP_DATA_TYPE_" + _DTYPE[spec.dtype]),
-            spec.rank,
-            address,
-            [cu.cuuint64_t(v) for v in spec.global_dims],
-            [cu.cuuint64_t(v) for v in strides],
-            [cu.cuuint32_t(v) for v in spec.box_dims],
-            [cu.cuuint32_t(v) for v in spec.element_strides],
-            getattr(cu.CUtensorMapInterleave, _PREFIX + "INTERLEAVE_" + _IL[spec.interleave]),
-            getattr(cu.CUtensorMapSwizzle, _PREFIX + "SWIZZLE_" + _SWIZZLE[spec.swizzle]),
-            getattr(cu.CUtensorMapL2promotion, _PREFIX + "L2_PROMOTION_" + _L2[spec.l2_promotion]),
-            getattr(cu.CUtensorMapFloatOOBfill, _PREFIX + "FLOAT_OOB_FILL_" + _OOB[spec.oob_fill]),
-        )
 
     # -- launches ----------------------------------------------------------------------------
     def tile_load(

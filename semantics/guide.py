@@ -1,0 +1,83 @@
+"""A checker counterexample as a schedule the reference interpreter can follow.
+
+Why: a refutation is only as convincing as a run that shows it. The explorer's run moves
+lockstep classes, whole joint `sync`s and copy-engine completions; the interpreter moves
+single threads statement by statement. The bridge is the *unit*: a statement the event
+model has as an instruction of a class (a synchronising statement, or a statement whose
+shared-memory accesses form one access instruction, a collapsed loop included). A class
+move that performs n instructions (its step and the local steps fused into it) lets every
+thread of the class complete its next n units; a copy move completes the matching
+copy-engine operation (semantics/schedule.py follows the result).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from tilesafe.frontend.walk import statements
+from tilesafe.semantics.events import Agent, Model
+from tilesafe.semantics.explore import CannotMove, Finding, Machine, _Error
+from tilesafe.semantics.schedule import Guide, GuideStep
+
+CONTROL = ("enter", "next", "branch", "jump", "end")
+
+
+def unit_statements(agent: Agent) -> tuple[frozenset[int], dict[int, int]]:
+    """The ids of a class's unit statements, and for every statement inside one the id of
+    the innermost unit statement containing it."""
+    units = {ins.stmt for ins in agent.code if ins.op not in CONTROL and ins.stmt is not None}
+    ids = frozenset(id(s) for s in units)
+    inside: dict[int, int] = {}
+    # Outer units first, so that nested ones (an `if` whose condition reads shared memory,
+    # around units of its own) override for their statements.
+    for u in sorted(units, key=lambda s: -sum(1 for _ in statements((s,)))):
+        for sub in statements((u,)):
+            inside[id(sub)] = id(u)
+    return ids, inside
+
+
+def guide_for(model: Model, mach: Machine, finding: Finding,
+              block: tuple[int, ...]) -> Guide:
+    """The finding's run (from the start of the kernel, on `mach`) as a Guide for `block`."""
+    per_class = [unit_statements(ag) for ag in model.agents]
+    units: dict[int, frozenset[int]] = {}
+    unit_of: dict[int, Mapping[int, int]] = {}
+    for ag, (ids, inside) in zip(model.agents, per_class, strict=True):
+        for t in ag.cls.threads:
+            units[t] = ids
+            unit_of[t] = inside
+    steps: list[GuideStep] = []
+    violator: frozenset[int] = frozenset()
+    st = finding.root
+    for mv in finding.path:
+        if mv[0] == "a":
+            violator = frozenset(model.agents[mv[1]].cls.threads)
+        rec: list = []
+        try:
+            nxt, _ = mach.apply(st, mv, rec)
+        except CannotMove:
+            break
+        except _Error:
+            nxt = None  # the violating move itself: the interpreter performs it too
+        steps.append(_step(model, mach, st, mv, rec))
+        if nxt is None:
+            break
+        st = nxt
+    return Guide(tuple(block), units, unit_of, tuple(steps), violator)
+
+
+def _step(model: Model, mach: Machine, st: tuple, mv: tuple, rec: list) -> GuideStep:
+    if mv[0] == "sync":
+        return GuideStep({t: 1 for ag in model.agents for t in ag.cls.threads})
+    if mv[0] == "c":
+        c = st[3][mv[1]]
+        if c[0] == "L":
+            name, idx = model.instances[c[1]]
+            return GuideStep(copy=("load", name, idx))
+        return GuideStep(copy=("store", frozenset(model.agents[c[1]].cls.threads), c[2]))
+    a = mv[1]
+    ins = mach.instr(st, a)
+    if ins.op == "arrive" and ins.per_warp and len(ins.group) > 1:
+        return GuideStep({t: 1 for g in ins.group for t in model.agents[g].cls.threads})
+    n = max(1, sum(1 for r in rec if "ins" in r and r.get("agents") == (a,)))
+    return GuideStep({t: n for t in model.agents[a].cls.threads})
