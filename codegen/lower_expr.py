@@ -18,6 +18,7 @@ from tilesafe.codegen.placement import BARRIER_BYTES, SharedPlacement
 from tilesafe.codegen.ranges import MAX_ELEMENTS, Interval, SizeBounds, dtype_interval
 from tilesafe.frontend import ir
 from tilesafe.frontend.diagnostics import Diagnostic, DiagnosticError
+from tilesafe.frontend.limits import MAX_SHARED_BYTES
 from tilesafe.frontend.span import NO_SPAN, Span
 from tilesafe.semantics import evaluate, fp, layouts
 from tilesafe.semantics.interp_io import tensor_usage
@@ -27,7 +28,6 @@ COORD = "TS702"  # a TMA coordinate that may not fit 32 bits
 SMEM = "TS703"  # shared memory beyond the block's limit
 NO_SIZES = "TS704"  # no size satisfies `where` and the launch contract
 
-MAX_DYNAMIC_SMEM = 232448  # sm_90: cudaDevAttrMaxSharedMemoryPerBlockOptin
 
 
 class CodegenError(DiagnosticError):
@@ -173,11 +173,11 @@ class ExprLowering:
         self.layouts = {b.name: layouts.realize(b.layout, b.shape, b.dtype.nbytes)
                         for b in kernel.shared}
         self.place = SharedPlacement.of(kernel)
-        if self.place.nbytes > MAX_DYNAMIC_SMEM:
+        if self.place.nbytes > MAX_SHARED_BYTES:
             raise CodegenError(SMEM, f"the kernel needs {self.place.nbytes} bytes of shared "
                                f"memory (buffers, mbarriers and {self.place.align - 16} bytes "
                                f"to align the base), more than a block may have "
-                               f"({MAX_DYNAMIC_SMEM})", kernel.span)
+                               f"({MAX_SHARED_BYTES})", kernel.span)
         self.params: list[lir.KernelParam] = []
         for t in kernel.params:
             self.params.append(lir.KernelParam(f"p_{t.name}", lir.ParamKind.TENSOR, t.name))

@@ -15,9 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tilesafe.frontend import ir
+from tilesafe.frontend.limits import MBARRIER_BYTES
 from tilesafe.semantics.smem import SMEM_BASE, plan_shared
 
-BARRIER_BYTES = 8
+BARRIER_BYTES = MBARRIER_BYTES
 MIN_ALIGN = 16  # what the dynamic shared-memory base is always aligned to
 
 

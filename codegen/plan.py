@@ -18,6 +18,7 @@ from tilesafe.codegen import lir
 from tilesafe.codegen.launch_spec import LaunchSpec
 from tilesafe.codegen.ranges import MAX_ELEMENTS
 from tilesafe.frontend import ir
+from tilesafe.frontend.limits import grid_problem
 from tilesafe.semantics.interp_io import check_where, tensor_shapes, tensor_usage, tensormap_spec
 
 
@@ -45,10 +46,9 @@ def bind(kernel: ir.Kernel, compiled: CompiledKernel, sizes: Mapping[str, int]) 
         if math.prod(shape) >= MAX_ELEMENTS:
             raise ContractError(f"tensor '{name}' would have {math.prod(shape)} elements; the "
                                 f"code was compiled for fewer than {MAX_ELEMENTS}")
-    limits = (2**31 - 1, 65535, 65535)
-    for g, limit in zip(grid, limits, strict=False):
-        if g > limit:
-            raise ContractError(f"grid {list(grid)} exceeds the hardware limits {list(limits)}")
+    problem = grid_problem(grid)
+    if problem is not None:
+        raise ContractError(problem[1])
     params: list[dict[str, Any]] = []
     for p in compiled.params:
         if p.kind is lir.ParamKind.TENSOR:

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 import islpy as isl
 
 from tilesafe.frontend import ir
+from tilesafe.frontend.limits import GRID_LIMITS
 from tilesafe.semantics import affine
 
 MAX_ELEMENTS = 2**40  # launch contract: every extent below this (1 TiB of u8)
-GRID_LIMITS = (2**31 - 1, 65535, 65535)  # cudaDevAttrMaxGridDimX/Y/Z on sm_90
 S32 = (-(2**31), 2**31 - 1)
 S64 = (-(2**63), 2**63 - 1)
 DTYPE_RANGE = {ir.DType.I32: S32, ir.DType.U8: (0, 255)}

@@ -692,6 +692,13 @@ def _covers_by_counting(m: object, mm: isl.Map, cod: isl.Set, domain: object
     if n_dom < n_cod:
         return Result("covers", REFUTED, None, ev, reason="counting: fewer coordinates than "
                       "codomain points")
+    if image is not None and any(d == 0 and n > 1 for n, d in
+                                 zip(flatten(image[0].shape), flatten(image[0].stride),
+                                     strict=True)):
+        # A mode of extent > 1 with stride 0: two coordinates share every offset (the
+        # swizzle is a bijection), so with no more coordinates than points one is missed.
+        return Result("covers", REFUTED, None, ev, reason="counting: a mode of extent > 1 "
+                      "has stride 0, so two coordinates share an offset")
     if image is not None:
         layout, sw, off = image
         leaves = cute_image_map(layout)

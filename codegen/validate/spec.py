@@ -32,6 +32,7 @@ from tilesafe.codegen.validate import layout_terms
 from tilesafe.codegen.validate import terms as T
 from tilesafe.codegen.validate.terms import BOOL, LeafInfo, Term
 from tilesafe.frontend import ir
+from tilesafe.frontend.limits import MBARRIER_BYTES
 from tilesafe.frontend.span import Span
 from tilesafe.semantics import affine, evaluate
 from tilesafe.semantics.smem import SMEM_BASE, plan_shared
@@ -39,7 +40,7 @@ from tilesafe.semantics.smem import SMEM_BASE, plan_shared
 MAX_ELEMENTS = 2**40  # the launch contract (codegen/ranges.py, gpu/launcher.py)
 GRID_LIMITS = (2**31 - 1, 65535, 65535)
 SMEM_WINDOW = 2**18  # the dynamic shared array starts inside the block's 228 KiB window
-BARRIER_BYTES = 8
+BARRIER_BYTES = MBARRIER_BYTES  # the PTX ISA size of an mbarrier object
 
 # The float vocabulary: IEEE binary32 operations named by the PTX instruction that performs
 # exactly them (round to nearest even, no contraction, no flush to zero).
