@@ -171,8 +171,9 @@ class Gen:
                 else:
                     value = self.fexpr(3) if is_float else self.iexpr(3)
                 self.lines.append(f"    {out}[i, {col}] = {value}")
-        params = ["x: global f32[N]", "y: global f16[N]", "k: global i32[N]", "b: global u8[N]"]
-        params += [f"{o}: global {d}[N, {COLS}]" for o, d in OUTS]
+        params = ["x: in global f32[N]", "y: in global f16[N]", "k: in global i32[N]",
+                  "b: in global u8[N]"]
+        params += [f"{o}: out global {d}[N, {COLS}]" for o, d in OUTS]
         head = (f"// Random scalar program {name} (tests/gpu/fuzz_kernels.py).\n"
                 f"// sizes: N=300 | N=37\n"
                 f"kernel {name}({', '.join(params)})\n"
