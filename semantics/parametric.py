@@ -437,7 +437,9 @@ class Argument:
             l0 = math.lcm(l0, _divisor_product(e, None, lets))
         l0 = min(l0, 1 << 12)
         period = None
-        for cand in [l0] + [d for d in _divisors(l0) if d != l0]:
+        # The least period that z3 accepts (any accepted one is sound; a smaller one means
+        # fewer levels and tails, e.g. a stage projection's (8k / 8) % 2 has period 2).
+        for cand in sorted(_divisors(l0)):
             if self._query_in(group, pos["in"], cand, None) and \
                     self._query_post(group, pos["post"], cand):
                 period = cand
