@@ -408,10 +408,15 @@ def _deadlock_span(mach: Machine, f: Finding):
 
 def _method(out: Outcome) -> str:
     arg = out.argument
+    text = "explicit-state search with partial-order reduction"
     if "m0" in arg:
-        return ("explicit-state search with partial-order reduction + periodicity argument "
-                "(z3) covering every trip count")
-    return "explicit-state search with partial-order reduction"
+        text += " + periodicity argument (z3) covering every trip count"
+    if "ring" in arg:
+        text += (f", on the stage projection of a {arg['ring']['stages']}-stage ring (z3; "
+                 "docs/temporal.md §10)")
+    if arg.get("symmetry") or arg.get("ring", {}).get("symmetry"):
+        text += ", up to renaming identical classes (§9)"
+    return text
 
 
 def _stats(run: Run) -> dict[str, Any]:

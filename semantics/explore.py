@@ -163,6 +163,12 @@ class Machine:
         self.sym_of: dict[int, tuple[int, ...]] = {a: g for g in self.sym for a in g}
         self._prepass()
         self._futures()
+        if self.sym:  # differences show at once, before any search (semantics/symmetry.py)
+            for g in self.sym:
+                for pc, ins in enumerate(self.agents[g[0]].code):
+                    if ins.visible:
+                        for ctrs in itertools.islice(self._envs(g[0], ins), 64):
+                            self.event(g[0], pc, ctrs)
 
     # ---- environments and evaluation -------------------------------------------------------
 
@@ -393,12 +399,11 @@ class Machine:
         regions: dict[str, set[int]] = {b.name: set() for b in self.k.shared}
         waiters: list[set[int]] = [set() for _ in range(self.ninst)]
         for b in self.k.barriers:
-            if b.guards is None:
-                continue
-            buf = self.k.buffer(b.guards.buffer)
-            for i in range(b.instances):
-                if b.guards.indexed and i < buf.shape[0]:
-                    regions[buf.name].add(slice_mask(buf, (i,)))
+            for g in b.all_guards:
+                buf = self.k.buffer(g.buffer)
+                for i in range(b.instances):
+                    if g.indexed and i < buf.shape[0]:
+                        regions[buf.name].add(slice_mask(buf, (i,)))
         for a, ag in enumerate(self.agents):
             for ins in ag.code:
                 if ins.op not in ("wait", "tma_load", "tma_store", "access"):
@@ -440,12 +445,12 @@ class Machine:
                 self.atom_buf.append(buf.name)
             self.atoms[buf.name] = ids
         for b in self.k.barriers:
-            if b.guards is None:
-                continue
-            buf = self.k.buffer(b.guards.buffer)
-            for i in range(b.instances):
-                mask = slice_mask(buf, (i,)) if b.guards.indexed else (1 << buf.size) - 1
-                self.guard_atoms[self.model.inst_id(b.name, i)] = self.atoms_of(buf.name, mask)
+            for g in b.all_guards:
+                buf = self.k.buffer(g.buffer)
+                for i in range(b.instances):
+                    mask = slice_mask(buf, (i,)) if g.indexed else (1 << buf.size) - 1
+                    inst = self.model.inst_id(b.name, i)
+                    self.guard_atoms[inst] += self.atoms_of(buf.name, mask)
 
     def _futures(self) -> None:
         """Per agent and pc, the objects it may still read / write up to its next `sync`:
@@ -1223,7 +1228,22 @@ class _Mut:
             raise _Error("TS302", f"{name} writes {region} without full permission (held by "
                          f"{held})", span, atom=region)
         raise _Error("TS304", f"{name} reads {region} before it is ready: no permission "
-                     f"(held by {held})", span, atom=region)
+                     f"(held by {held}){self.unguarded_hint(x, h)}", span, atom=region)
+
+    def unguarded_hint(self, x: int, h: dict) -> str:
+        """Where the region sits in a barrier phase that does not guard it: a TMA load
+        signalling that barrier filled it, and since a barrier hands over only the buffers
+        it `guards`, no wait can ever give it to a reader (docs/language.md, *guards*)."""
+        m = self.m
+        buf = m.atom_buf[x]
+        for k in h:
+            if k[0] in ("P", "E") and x not in m.guard_atoms[k[1]]:
+                bar = m.model.instances[k[1]][0]
+                return (f"; the TMA load that filled it signals {m.labels[k[1]]}, but "
+                        f"mbarrier {bar} does not guard {buf}: a barrier hands over only the "
+                        f"buffers it guards -- add {buf}[i] to its `guards` (e.g. `guards ..., "
+                        f"{buf}[i]`)")
+        return ""
 
     # -- agents ------------------------------------------------------------------------------
 

@@ -175,6 +175,9 @@ CASES: dict[str, Case] = {
                                                    (192, 128))),
     # 4 tiles through 3 stages
     "pipeline3": Case(ref_widen, _mn(128, 256), _mns((128, 64), (128, 320), (256, 192))),
+    # 7 tiles through 6 stages: the producer's skipped first pass, then one wrap
+    "ring_skip_first_pass": Case(ref_copy, _mn(64, 448), _mns((64, 64), (128, 384),
+                                                              (64, 832))),
     # 5 tiles through 4 stages
     "warp_specialized": Case(ref_matvec, _mn(64, 320), _mns((64, 64), (192, 128),
                                                             (128, 576))),
