@@ -176,11 +176,11 @@ def _ring_uses(kernel: ir.Kernel, loops: list[ir.For]):
     if len(stages) != 1:
         return "the ring's barriers and buffers do not have one stage count"
     for b in kernel.barriers:
-        g = b.guards
-        if g is not None and (g.buffer in bufs) != (b.name in bars):
-            return f"barrier {b.name} and the buffer it guards are not both in the ring"
-        if b.name in bars and g is not None and not g.indexed:
-            return f"ring barrier {b.name} guards all of {g.buffer}"
+        for g in b.all_guards:
+            if (g.buffer in bufs) != (b.name in bars):
+                return f"barrier {b.name} and the buffer it guards are not both in the ring"
+            if b.name in bars and not g.indexed:
+                return f"ring barrier {b.name} guards all of {g.buffer}"
     return stages.pop(), bars, bufs, idx, other
 
 
