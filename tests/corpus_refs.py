@@ -80,6 +80,21 @@ def ref_rowdot(s: Sizes, x: Arrays) -> Arrays:
     return {"y": (acc[:, 0] + acc[:, 1]).astype(F32)}
 
 
+def ref_history(s: Sizes, x: Arrays) -> Arrays:
+    """tile_history: per row, the f32 sum of each 32-column tile (sequential from 0.0); tile k
+    is added into slot min(k, 7) in increasing k, slots start at 0."""
+    src = f32(x["src"])
+    m, n = s["M"], s["N"]
+    hist = np.zeros((m, 8), F32)
+    for k in range(n // 32):
+        acc = np.zeros(m, F32)
+        for c in range(32):
+            acc = acc + src[:, k * 32 + c]
+        j = min(k, 7)
+        hist[:, j] = hist[:, j] + acc
+    return {"dst": hist}
+
+
 def ref_transpose(s: Sizes, x: Arrays) -> Arrays:
     """transpose_swizzled, transpose_ragged, cute_colmajor: dst = src^T."""
     return {"dst": np.ascontiguousarray(np.asarray(x["src"]).T)}
@@ -184,6 +199,8 @@ def _mns(*pairs: tuple[int, int]) -> tuple[Sizes, ...]:
 
 CASES: dict[str, Case] = {
     "tma_copy_single": Case(ref_copy, _mn(192, 64), _mns((64, 64), (192, 128), (64, 320))),
+    # 11 tiles: the last slot accumulates tiles 7..10
+    "tile_history": Case(ref_history, _mn(64, 352), _mns((32, 32), (96, 256))),
     # rank 3: three batches of a 2x3 tile grid
     "batched_copy": Case(ref_copy, {"B": 3, "M": 128, "N": 192},
                          ({"B": 1, "M": 64, "N": 64}, {"B": 2, "M": 192, "N": 64})),
