@@ -209,7 +209,7 @@ CASES: dict[str, Case] = {
                                                    (192, 128))),
     # 4 tiles through 3 stages
     "pipeline3": Case(ref_widen, _mn(128, 256), _mns((128, 64), (128, 320), (256, 192))),
-    # 7 tiles through 6 stages: the producer's skipped first pass, then one wrap
+    # 7 tiles through 3 stages: the producer's skipped first pass, then two wraps
     "ring_skip_first_pass": Case(ref_copy, _mn(64, 448), _mns((64, 64), (128, 384),
                                                               (64, 832))),
     # two operand buffers per stage; 5 tiles through 4 stages
