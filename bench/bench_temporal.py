@@ -9,6 +9,9 @@ roles is proved for every trip count. Prints a table; run `python bench/bench_te
 from __future__ import annotations
 
 import argparse
+import json
+import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -17,6 +20,7 @@ from tilesafe.checkers import barrier, ownership, temporal
 from tilesafe.checkers.obligation import Severity, Verdict
 from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend.load import compile_source, load_program
+from tilesafe.semantics import reduce
 from tilesafe.semantics.events import build_model
 from tilesafe.semantics.parametric import explore_all
 
@@ -120,13 +124,74 @@ def table(rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+def scale_kernel(roles: int, stages: int) -> str:
+    """A producer warp and `roles` consumer roles (4 warps each up to 4 roles, else 2) over
+    a ring of `stages`: the generator of tests/test_reductions.py."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_reductions import ring_kernel  # noqa: PLC0415 - the tests' own generator
+
+    return ring_kernel(roles, stages, warps=4 if roles <= 4 else 2)
+
+
+def scale_row(roles: int, stages: int, reduced: bool, seconds: float) -> dict:
+    """One verification (barrier + ownership) in this process: verdict, seconds, states,
+    peak resident MB. Run in a fresh process per row (bench's --scale)."""
+    reduce.ENABLED = reduced
+    kernel = compile_source(scale_kernel(roles, stages), "scale.tsk").kernels[0]
+    options = CheckOptions(max_seconds=seconds)
+    t0 = time.perf_counter()
+    obs = barrier.check(kernel, options) + ownership.check(kernel, options)
+    dt = time.perf_counter() - t0
+    run = temporal.explore(kernel, True, options)
+    states = run.outcome.states if run.outcome is not None else 0
+    return {"verdict": verdict(obs), "seconds": dt, "states": states,
+            "mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}
+
+
+def scale_table(seconds: float, unreduced: bool) -> str:
+    """Roles x stages, each row in its own process (peak memory is per process)."""
+    lines = [f"{'roles':>5} {'stages':>6}  {'before (unreduced)':<34}  {'after (reduced)':<30}",
+             "-" * 80]
+    for roles in (1, 2, 4, 8):
+        for stages in (2, 4, 8):
+            cells = []
+            for red in ((False, True) if unreduced else (True,)):
+                out = subprocess.run(
+                    [sys.executable, __file__, "--scale-row", str(roles), str(stages),
+                     str(int(red)), str(seconds)], capture_output=True, text=True,
+                    timeout=seconds * 3 + 120, check=False)
+                try:
+                    r = json.loads(out.stdout.strip().splitlines()[-1])
+                    cells.append(f"{r['verdict']:<8} {r['seconds']:7.2f} s {r['states']:>8} st "
+                                 f"{r['mb']:>5} MB")
+                except (ValueError, IndexError):
+                    cells.append("(failed)")
+            if not unreduced:
+                cells.insert(0, "-")
+            lines.append(f"{roles:>5} {stages:>6}  {cells[0]:<34}  {cells[1]:<30}")
+            print(lines[-1], file=sys.stderr)
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--scale-row":
+        r, s, red, sec = sys.argv[2:6]
+        print(json.dumps(scale_row(int(r), int(s), red == "1", float(sec))))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--scale", action="store_true",
+                    help="only the roles x stages table (reduced; with --unreduced also the "
+                         "unreduced search, --seconds each)")
+    ap.add_argument("--unreduced", action="store_true")
+    ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--no-por", action="store_true", default=True,
                     help="also count states without partial-order reduction (default)")
     ap.add_argument("--skip-no-por", action="store_true", help="skip the no-POR counts")
     ap.add_argument("files", nargs="*", type=Path)
     args = ap.parse_args(argv)
+    if args.scale:
+        print(scale_table(args.seconds, args.unreduced))
+        return 0
     options = CheckOptions()
     files = args.files or (sorted((ROOT / "corpus" / "good").glob("*.tsk"))
                            + sorted((ROOT / "corpus" / "bad").glob("ts[34]*.tsk")))

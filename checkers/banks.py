@@ -79,7 +79,7 @@ from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend import ir
 from tilesafe.frontend.span import Span
 from tilesafe.frontend.walk import statements
-from tilesafe.semantics import banks, evaluate, swizzle_synth
+from tilesafe.semantics import bank_param, banks, evaluate, swizzle_synth
 from tilesafe.semantics.interp_error import InterpError
 from tilesafe.semantics.interp_io import check_where
 from tilesafe.semantics.smem import Placement, plan_shared
@@ -713,6 +713,15 @@ def check_kernel(kernel: ir.Kernel, options: CheckOptions | None = None,
     return out
 
 
+def _sized_bounds(loop: ir.For, lets: Mapping[int, ir.Expr]) -> bool:
+    """A loop whose trip count reads the sizes or the block (enumerated for one only)."""
+    from tilesafe.semantics.events import Lets, free_vars
+
+    table = Lets(dict(lets))
+    return any(v.startswith("size:") or v == "block"
+               for e in (loop.lo, loop.hi) for v in free_vars(e, table))
+
+
 @dataclass(frozen=True)
 class Suggestion:
     layout: str  # in our layout syntax
@@ -814,13 +823,41 @@ class _Checker:
                               f"iterations were cut ({cut}) and the address is not periodic "
                               "in them", Severity.WARNING, evidence=evidence)
         msg = f"conflict-free: {total} wavefronts, ideal {ideal} ({scope}"
-        if ev.size_dependent:
-            msg += f"; at sizes {_sizes(ev.contexts[0].sizes)}"
-        if ev.block_dependent:
-            msg += f"; blocks {', '.join(str(c.block) for c in ev.contexts)}"
+        method = "enumeration"
+        # Counted at representative sizes: the address reads the sizes or the block, or a
+        # non-periodic loop was enumerated for the trip count of those sizes only.
+        partial = (ev.size_dependent or ev.block_dependent
+                   or any(lp.checks is None and _sized_bounds(lp.loop, self.lets)
+                          for lp in ev.loops))
+        if partial:
+            ok, how = bank_param.invariant(
+                self.kernel, site.indices, site.scope.loops,
+                site.scope.role, self.lets, self.plan.placements[site.buffer],
+                self.options.timeout_ms)
+            evidence["scope"] = ("every size and block (parametric: " + how + ")" if ok else
+                                 "the representative sizes and blocks only: " + how)
+            if ok:
+                method = "enumeration + z3 (translation invariance, every size)"
+                msg += "; for every size and block: the lane offsets do not depend on them"
+            else:
+                where = (f"at sizes {_sizes(ev.contexts[0].sizes)}" if ev.contexts else
+                         "at the representative sizes")
+                return Obligation(CHECKER, name, Verdict.UNKNOWN, "enumeration", site.span,
+                                  UNDECIDED, f"conflict-free in the {len(bound)} warp accesses "
+                                  f"counted ({total} wavefronts, ideal {ideal}; {where}), but "
+                                  f"not shown for every size and block: {how}",
+                                  Severity.WARNING, evidence=evidence)
+        else:
+            evidence["scope"] = ("every size and block (the address depends on neither, and "
+                                 "every loop is periodic in it)")
+        if partial and method == "enumeration":
+            if ev.size_dependent:
+                msg += f"; at sizes {_sizes(ev.contexts[0].sizes)}"
+            if ev.block_dependent:
+                msg += f"; blocks {', '.join(str(c.block) for c in ev.contexts)}"
         if ev.data_guards:
             msg += "; data-dependent guards assumed true, which can only over-count"
-        return Obligation(CHECKER, name, Verdict.PROVED, "enumeration", site.span,
+        return Obligation(CHECKER, name, Verdict.PROVED, method, site.span,
                           message=msg + ")", severity=Severity.WARNING, evidence=evidence)
 
     def counterexample(self, ev: _Eval, cost: _Cost, place: Placement,

@@ -27,6 +27,7 @@ from tilesafe.checkers.obligation import Obligation, Verdict
 from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend import ir
 from tilesafe.frontend.walk import statements
+from tilesafe.semantics import products
 from tilesafe.semantics import tma_rules as tr
 from tilesafe.semantics.access import collect, params_env, point_values, where_params
 from tilesafe.semantics.affine import NotAffine, constant, eval_sizes, term
@@ -96,11 +97,13 @@ def _operand_obligations(kernel: ir.Kernel, tmap: ir.TensorMap, spec: tr.TensorM
         start = time.perf_counter()
         ctx.reset_operations()
         try:
-            verdict, code, message, cex, evidence = _prove_operand(kernel, ctx, tensor, rule)
+            verdict, code, message, cex, evidence = _prove_operand(kernel, ctx, tensor, rule,
+                                                                   options.timeout_ms)
         except (isl.Error, NotAffine) as err:
             verdict, code, cex, evidence = Verdict.UNKNOWN, ISL_LIMIT, None, {}
             message = f"could not decide {label}: {str(err).splitlines()[0] if str(err) else err}"
-        yield Obligation(CHECKER, name, verdict, "isl", tmap.span, code, message,
+        method = "z3 (facts of a product of sizes)" if "product" in evidence else "isl"
+        yield Obligation(CHECKER, name, verdict, method, tmap.span, code, message,
                          seconds=time.perf_counter() - start, counterexample=cex,
                          evidence=evidence)
 
@@ -138,8 +141,43 @@ def _operand_term(env, tensor: ir.GlobalTensor, rule: tr.OperandRule) -> isl.PwA
     return value.mul(term(symbolic[0], env)) if symbolic else value
 
 
+def _prove_product(kernel: ir.Kernel, tensor: ir.GlobalTensor, rule: tr.OperandRule,
+                   timeout_ms: int):
+    """A stride that multiplies several symbolic extents (semantics/products.py): proved
+    from the facts of the product, refuted at sizes z3 finds, else unknown (TS590)."""
+    scale, extents = _operand_factors(tensor, rule)
+    for e in extents:
+        if isinstance(e, ir.IntConst):
+            scale *= e.value
+    sym = tuple(e for e in extents if not isinstance(e, ir.IntConst))
+    f = products.facts(kernel, scale, sym, timeout_ms)
+    evidence = {"method": "product facts (bounds and power-of-two divisors of each factor, "
+                          "z3 over the where clause)", "citation": rule.citation}
+    if f is not None:
+        evidence.update(f.evidence())
+        ok = ((rule.minimum is None or f.lo >= rule.minimum)
+              and (rule.maximum is None or (f.hi is not None and f.hi <= rule.maximum))
+              and f.divisor % rule.multiple_of == 0)
+        if ok:
+            return Verdict.PROVED, None, f"{rule.describe()} (from the facts of the product " \
+                f"{evidence['product']})", None, evidence
+    sizes = products.violation(kernel, scale, sym, rule.minimum, rule.maximum,
+                               rule.multiple_of, timeout_ms)
+    if sizes is not None:
+        actual = _concrete_operand(tensor, rule, sizes)
+        message = (f"{rule.describe()}, but at {_sizes(sizes)} it is {actual}; add a 'where' "
+                   f"constraint that rules this out")
+        return Verdict.REFUTED, rule.code, message, {"sizes": sizes, "value": actual}, evidence
+    return (Verdict.UNKNOWN, ISL_LIMIT, f"could not decide {_operand_label(tensor, rule)}: the "
+            "facts of the product do not imply the rule and no violating sizes were found",
+            None, evidence)
+
+
 def _prove_operand(kernel: ir.Kernel, ctx: isl.Context, tensor: ir.GlobalTensor,
-                   rule: tr.OperandRule):
+                   rule: tr.OperandRule, timeout_ms: int = 10_000):
+    scale, extents = _operand_factors(tensor, rule)
+    if sum(not isinstance(e, ir.IntConst) for e in extents) > 1:
+        return _prove_product(kernel, tensor, rule, timeout_ms)
     env = params_env(kernel, ctx)
     where = where_params(kernel, ctx)
     value = _operand_term(env, tensor, rule)

@@ -138,6 +138,8 @@ class MbarrierDecl(Stmt):
     count: Expr
     guards: str | None
     guard_index: str | None
+    # `guards a[i], b[i]`: the buffers after the first, as (name, index name or None)
+    more_guards: tuple[tuple[str, str | None], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -152,9 +152,8 @@ def format_simple(s: ast.Stmt) -> str:
             text += f"[{format_expr(s.length)}]"
         text += f" count {format_expr(s.count)}"
         if s.guards is not None:
-            text += f" guards {s.guards}"
-            if s.guard_index is not None:
-                text += f"[{s.guard_index}]"
+            refs = ((s.guards, s.guard_index),) + s.more_guards
+            text += " guards " + ", ".join(n if i is None else f"{n}[{i}]" for n, i in refs)
         return text
     if isinstance(s, ast.Let):
         return f"let {s.name} = {format_expr(s.value)}"

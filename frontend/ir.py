@@ -465,7 +465,13 @@ class Barrier:
     name: str
     length: int | None  # None: a scalar barrier
     count: int  # expected arrivals per phase
-    guards: BarrierGuard | None
+    guards: BarrierGuard | None  # the first buffer it guards (`guards a[i], b[i]`: a)
+    extra_guards: tuple[BarrierGuard, ...] = ()  # the others (b)
+
+    @property
+    def all_guards(self) -> tuple[BarrierGuard, ...]:
+        """Every buffer the barrier hands over with its phases (docs/language.md)."""
+        return ((self.guards,) if self.guards is not None else ()) + self.extra_guards
 
     @property
     def instances(self) -> int:

@@ -320,14 +320,17 @@ class _ToAst(Transformer):
         align = self._int(align_tok) if align_tok is not None else None
         return ast.SharedDecl(self._s(meta), str(name), str(dtype), shape, layout, align)
 
+    def guard_ref(self, meta, items):
+        return ("guard", str(items[0]), str(items[1]) if len(items) > 1 else None)
+
     def mbarrier_decl(self, meta, items):
         name = str(items[0])
         exprs = [i for i in items[1:] if isinstance(i, ast.Expr)]
-        names = [str(i) for i in items[1:] if isinstance(i, Token)]
+        refs = [i[1:] for i in items[1:] if isinstance(i, tuple) and i and i[0] == "guard"]
         length, count = (exprs[0], exprs[1]) if len(exprs) == 2 else (None, exprs[0])
-        guards = names[0] if names else None
-        guard_index = names[1] if len(names) > 1 else None
-        return ast.MbarrierDecl(self._s(meta), name, length, count, guards, guard_index)
+        guards, guard_index = refs[0] if refs else (None, None)
+        return ast.MbarrierDecl(self._s(meta), name, length, count, guards, guard_index,
+                                tuple(refs[1:]))
 
     def cute_layout(self, meta, items):
         return ast.CuteLayout(self._s(meta), items[0], items[1])

@@ -275,22 +275,26 @@ class _KernelResolver:
         count = self.const_int(d.count, "an arrival count")
         if count < 1:
             self.error(dg.BAD_VALUE, f"arrival count {count} must be positive", d.count.span)
-        guard = None
-        if d.guards is not None:
-            buf = self.buffers.get(d.guards)
+        guards: list[ir.BarrierGuard] = []
+        refs = ((d.guards, d.guard_index),) + d.more_guards if d.guards is not None else ()
+        for gname, gindex in refs:
+            buf = self.buffers.get(gname)
             if buf is None:
-                self.unknown(d.guards, d.span, "shared buffer")
-            elif d.guard_index is not None:
+                self.unknown(gname, d.span, "shared buffer")
+            elif any(g.buffer == gname for g in guards):
+                self.error(dg.DUPLICATE_NAME, f"'{gname}' is guarded twice by '{d.name}'", d.span)
+            elif gindex is not None:
                 if length is None:
                     self.error(dg.WRONG_KIND, "'guards buf[i]' needs a barrier array", d.span)
                 elif buf.shape[0] != length:
                     self.error(dg.RANK_MISMATCH,
                                f"barrier array has {length} elements but '{buf.name}' has "
                                f"{buf.shape[0]} stages", d.span)
-                guard = ir.BarrierGuard(d.guards, True)
+                guards.append(ir.BarrierGuard(gname, True))
             else:
-                guard = ir.BarrierGuard(d.guards, False)
-        self.barriers[d.name] = ir.Barrier(d.span, d.name, length, count, guard)
+                guards.append(ir.BarrierGuard(gname, False))
+        self.barriers[d.name] = ir.Barrier(d.span, d.name, length, count,
+                                           guards[0] if guards else None, tuple(guards[1:]))
 
     # ---- statements ------------------------------------------------------------------------
 

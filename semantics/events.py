@@ -404,6 +404,10 @@ class Model:
     ownership: bool
     sym_loops: tuple[SymLoop, ...]
     lets: Lets  # every let of the kernel (uids are unique), for z3 encodings
+    # Explore up to renamings of identical classes (semantics/symmetry.py): for proofs only.
+    symmetric: bool = False
+    # Check the progress property of a stage projection in every state (semantics/ring.py).
+    progress: bool = False
 
     def inst_id(self, name: str, idx: int) -> int:
         return self._inst[(name, idx)]

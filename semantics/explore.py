@@ -53,6 +53,7 @@ from tilesafe.frontend import ir
 from tilesafe.frontend.span import Span
 from tilesafe.semantics import footprint as fpm
 from tilesafe.semantics import mbarrier as mb
+from tilesafe.semantics import symmetry
 from tilesafe.semantics.budget import Budget, BudgetExceeded
 from tilesafe.semantics.events import (
     Agent,
@@ -156,8 +157,18 @@ class Machine:
         self.static_u: list[tuple] = []
         self._labels_cache: dict[int, str] = model.__dict__.setdefault("_label_cache", {})
         self.windows: fpm.TouchTable = model.__dict__.setdefault("_touches", fpm.TouchTable())
+        # Identical classes (semantics/symmetry.py): states are kept up to their renaming.
+        self.sym: tuple[tuple[int, ...], ...] = (symmetry.groups(self.agents)
+                                                 if model.symmetric else ())
+        self.sym_of: dict[int, tuple[int, ...]] = {a: g for g in self.sym for a in g}
         self._prepass()
         self._futures()
+        if self.sym:  # differences show at once, before any search (semantics/symmetry.py)
+            for g in self.sym:
+                for pc, ins in enumerate(self.agents[g[0]].code):
+                    if ins.visible:
+                        for ctrs in itertools.islice(self._envs(g[0], ins), 64):
+                            self.event(g[0], pc, ctrs)
 
     # ---- environments and evaluation -------------------------------------------------------
 
@@ -213,6 +224,12 @@ class Machine:
             else:
                 break
         self._settle[key] = (p, c)
+        if a in self.sym_of:
+            for b in self.sym_of[a]:
+                if b != a and self.settle(b, pc, ctrs) != (p, c):
+                    raise symmetry.SymmetryBroken(
+                        f"classes {self.agents[a].name} and {self.agents[b].name} take "
+                        "different paths", None)
         return p, c
 
     def inst_of(self, ins: Instr, env: Mapping[str, Any]) -> int:
@@ -237,6 +254,12 @@ class Machine:
         except _Error as err:
             ev = ("err", err)
         self._ev[key] = ev
+        if a in self.sym_of:
+            for b in self.sym_of[a]:
+                if b != a and not symmetry.same_event(ev, self.event(b, pc, ctrs)):
+                    raise symmetry.SymmetryBroken(
+                        f"classes {self.agents[a].name} and {self.agents[b].name} differ at "
+                        f"{ins.text()}", None)
         return ev
 
     def _evaluate(self, a: int, ins: Instr, env: Mapping[str, Any]) -> tuple:
@@ -270,7 +293,12 @@ class Machine:
                 must.extend(self.atoms_of(buf, mw))
                 exposed.extend(self.atoms_of(buf, ex))
                 covered.extend(self.atoms_of(buf, cv))
-            touch = self.windows.intern(fp.touches()) if self.agents[a].cls.size > 1 else 0
+            touch = 0
+            if self.agents[a].cls.size > 1:
+                t = fp.touches()
+                if self.sym:  # relative to the class's first thread (semantics/symmetry.py)
+                    t = fpm.shifted(t, -self.agents[a].cls.threads[0])
+                touch = self.windows.intern(t)
             covers = tuple((x, self.cover_of(fp, x)) for x in sorted(set(covered)))
             return ("ok", tuple(sorted(set(reads) - set(writes))), tuple(sorted(writes)),
                     not fp.approx, touch, tuple(sorted(exposed)), tuple(sorted(must)), covers,
@@ -371,12 +399,11 @@ class Machine:
         regions: dict[str, set[int]] = {b.name: set() for b in self.k.shared}
         waiters: list[set[int]] = [set() for _ in range(self.ninst)]
         for b in self.k.barriers:
-            if b.guards is None:
-                continue
-            buf = self.k.buffer(b.guards.buffer)
-            for i in range(b.instances):
-                if b.guards.indexed and i < buf.shape[0]:
-                    regions[buf.name].add(slice_mask(buf, (i,)))
+            for g in b.all_guards:
+                buf = self.k.buffer(g.buffer)
+                for i in range(b.instances):
+                    if g.indexed and i < buf.shape[0]:
+                        regions[buf.name].add(slice_mask(buf, (i,)))
         for a, ag in enumerate(self.agents):
             for ins in ag.code:
                 if ins.op not in ("wait", "tma_load", "tma_store", "access"):
@@ -418,12 +445,12 @@ class Machine:
                 self.atom_buf.append(buf.name)
             self.atoms[buf.name] = ids
         for b in self.k.barriers:
-            if b.guards is None:
-                continue
-            buf = self.k.buffer(b.guards.buffer)
-            for i in range(b.instances):
-                mask = slice_mask(buf, (i,)) if b.guards.indexed else (1 << buf.size) - 1
-                self.guard_atoms[self.model.inst_id(b.name, i)] = self.atoms_of(buf.name, mask)
+            for g in b.all_guards:
+                buf = self.k.buffer(g.buffer)
+                for i in range(b.instances):
+                    mask = slice_mask(buf, (i,)) if g.indexed else (1 << buf.size) - 1
+                    inst = self.model.inst_id(b.name, i)
+                    self.guard_atoms[inst] += self.atoms_of(buf.name, mask)
 
     def _futures(self) -> None:
         """Per agent and pc, the objects it may still read / write up to its next `sync`:
@@ -543,8 +570,10 @@ class Machine:
 
     def race_text(self, a: int, c: fpm.Conflict, kind: str) -> str:
         """What two threads of one class did to one element, for a race message."""
+        base = self.agents[a].cls.threads[0] if self.sym else 0
+
         def who(t: int) -> str:
-            return f"thread {t}" if t >= 0 else "several threads"
+            return f"thread {t + base}" if t >= 0 else "several threads"
 
         elem = fpm.element_label(self.k.buffer(c.buffer), c.element)
         cls = self.agents[a].cls.name
@@ -620,7 +649,8 @@ class Machine:
         lflags = (0,) * self.ninst
         sages = ((),) * self.n
         wins = ((0, 0, 0),) * self.n if self.ownership else ()
-        return (agents, bars, obs, (), perms, defined, lflags, sages, wins)
+        state = (agents, bars, obs, (), perms, defined, lflags, sages, wins)
+        return symmetry.canon(state, self.sym, self.ninst) if self.sym else state
 
     # ---- moves -----------------------------------------------------------------------------
 
@@ -887,10 +917,32 @@ class Machine:
         for mv in moves:
             try:
                 nxt, soft = self.apply(state, mv)
+                if self.sym:
+                    nxt = symmetry.canon(nxt, self.sym, self.ninst)
                 out.append((mv, nxt, soft))
             except _Error as err:
                 out.append((mv, None, err))
         return out, enabled, info
+
+    def no_progress(self, state: tuple, enabled: list) -> str | None:
+        """The progress property of a stage projection (semantics/ring.py): with no copy in
+        flight, some class at the least iteration of the loops, or outside them, or the
+        block-wide `sync`, can move. A violation: why."""
+        level: dict[int, int] = {}
+        for a, ag in enumerate(self.agents):
+            p = ag.param_loop
+            if p is not None:
+                pc, ctrs = state[0][a]
+                if p[0] < pc < p[1]:
+                    level[a] = ctrs[p[2]]
+        if not level:
+            return None
+        low = min(level.values())
+        for mv in enabled:
+            if mv[0] == "sync" or (mv[0] == "a" and level.get(mv[1], low) == low):
+                return None
+        return (f"no class at the least iteration ({low}) of the stage projection can move: "
+                "its progress is not shown")
 
     def apply(self, state: tuple, mv: tuple, rec: list | None = None
               ) -> tuple[tuple, _Error | None]:
@@ -1176,7 +1228,22 @@ class _Mut:
             raise _Error("TS302", f"{name} writes {region} without full permission (held by "
                          f"{held})", span, atom=region)
         raise _Error("TS304", f"{name} reads {region} before it is ready: no permission "
-                     f"(held by {held})", span, atom=region)
+                     f"(held by {held}){self.unguarded_hint(x, h)}", span, atom=region)
+
+    def unguarded_hint(self, x: int, h: dict) -> str:
+        """Where the region sits in a barrier phase that does not guard it: a TMA load
+        signalling that barrier filled it, and since a barrier hands over only the buffers
+        it `guards`, no wait can ever give it to a reader (docs/language.md, *guards*)."""
+        m = self.m
+        buf = m.atom_buf[x]
+        for k in h:
+            if k[0] in ("P", "E") and x not in m.guard_atoms[k[1]]:
+                bar = m.model.instances[k[1]][0]
+                return (f"; the TMA load that filled it signals {m.labels[k[1]]}, but "
+                        f"mbarrier {bar} does not guard {buf}: a barrier hands over only the "
+                        f"buffers it guards -- add {buf}[i] to its `guards` (e.g. `guards ..., "
+                        f"{buf}[i]`)")
+        return ""
 
     # -- agents ------------------------------------------------------------------------------
 
@@ -1687,6 +1754,11 @@ def search(m: Machine, roots: list[tuple], por: bool, max_states: int,
             stats.complete = False
             stats.reason = exc.message
             break
+        if m.model.progress and enabled and not st[3]:
+            why = m.no_progress(st, enabled)
+            if why:
+                root, path = path_to(parents, st)
+                found("TS490", Finding("TS490", why, None, path, root, False, {"state": st}), d)
         if not enabled:
             if all(m.instr(st, a).op == END for a in range(m.n)) and not st[3]:
                 stats.finals += 1
@@ -1742,6 +1814,8 @@ def replay(m: Machine, root: tuple, path: tuple) -> tuple[list[TraceStep], tuple
             break
         try:
             nxt, _ = m.apply(st, mv, rec)
+            if m.sym:  # the path was found between representatives (semantics/symmetry.py)
+                nxt = symmetry.canon(nxt, m.sym, m.ninst)
         except CannotMove:
             break
         except _Error:

@@ -450,6 +450,14 @@ def self_conflict(t: Touches) -> Conflict | None:
     return None
 
 
+def shifted(t: Touches, delta: int) -> Touches:
+    """The same thread map with every single-thread entry moved by `delta` (NONE and
+    SEVERAL kept): conflicts are decided by "same single thread or not", which a
+    translation preserves."""
+    return {b: (np.where(r >= 0, r + delta, r).astype(np.int32),
+                np.where(w >= 0, w + delta, w).astype(np.int32)) for b, (r, w) in t.items()}
+
+
 def touch_key(t: Touches) -> tuple:
     """A hashable value equal for equal thread maps (for interning)."""
     return tuple(sorted((b, r.tobytes(), w.tobytes()) for b, (r, w) in t.items()))

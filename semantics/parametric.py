@@ -56,6 +56,10 @@ HUGE_TRIP = 1_000_000
 MAX_DRIFT = 64
 MAX_LEVELS = 200
 G_CANDIDATES = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+# Start margins H: terms may depend on the iteration itself below H (a warm-up such as a
+# producer's `if k >= STAGES { wait empty[s] ... }`), and only on (i mod L, T - i) from H on.
+H_CANDIDATES = (0, 1, 2, 3, 4, 6, 8, 12, 16)
+_TERMS: dict[tuple[int, bool], tuple[ir.Kernel, tuple]] = {}  # Argument._terms, memoised
 
 
 @dataclass
@@ -227,6 +231,7 @@ class Argument:
         self._sizes_cache: dict[int, dict[str, int] | None] = {}
         self._point_budget = 1500
         self._done_full: set[int] = set()
+        self.start = 0  # H: the start margin (module docstring, step 2)
 
     # -- entry -------------------------------------------------------------------------------
 
@@ -423,6 +428,23 @@ class Argument:
         return out
 
     def _terms(self, group: Group) -> tuple[bool, str]:
+        """Condition 2, memoised per kernel and semantics: a reduced search of the kernel
+        (semantics/reduce.py) and the unreduced one ask the same z3 questions."""
+        key = (id(self.k), self.model.ownership)
+        hit = _TERMS.get(key)
+        if hit is not None and hit[0] is self.k:
+            ok, why, self.period, self.margin, self.start, self.sym, arg = hit[1]
+            self.out.argument.update(arg)
+            return ok, why
+        ok, why = self._terms_uncached(group)
+        if len(_TERMS) > 64:
+            _TERMS.clear()
+        _TERMS[key] = (self.k, (ok, why, getattr(self, "period", None),
+                                getattr(self, "margin", None), self.start,
+                                getattr(self, "sym", None), dict(self.out.argument)))
+        return ok, why
+
+    def _terms_uncached(self, group: Group) -> tuple[bool, str]:
         pos = self._positions(group)
         lets = self.model.lets
         for where_ in ("in", "pre", "post"):
@@ -437,12 +459,31 @@ class Argument:
             l0 = math.lcm(l0, _divisor_product(e, None, lets))
         l0 = min(l0, 1 << 12)
         period = None
-        for cand in [l0] + [d for d in _divisors(l0) if d != l0]:
-            if self._query_in(group, pos["in"], cand, None) and \
-                    self._query_post(group, pos["post"], cand):
-                period = cand
+        # The least period that z3 accepts (any accepted one is sound; a smaller one means
+        # fewer levels and tails, e.g. a stage projection's (8k / 8) % 2 has period 2).
+        for cand in sorted(_divisors(l0)):
+            if not self._query_post(group, pos["post"], cand):
+                continue
+            self.start = H_CANDIDATES[-1]  # with the largest margin first: one query per L
+            try:
+                if not self._query_in(group, pos["in"], cand, None):
+                    continue
+            except Timeout:
+                continue
+            for h in H_CANDIDATES:
+                self.start = h
+                try:
+                    if self._query_in(group, pos["in"], cand, None):
+                        period = cand
+                        break
+                except Timeout:  # not shown for this (L, H): try the next, never assume it
+                    if h == 0:
+                        raise
+                    continue
+            if period is not None:
                 break
         if period is None:
+            self.start = 0
             return False, ("a synchronising term is not periodic in the loop iteration (tried "
                            f"periods dividing {l0})")
         margin = None
@@ -455,7 +496,8 @@ class Argument:
             return False, "a synchronising term depends on the trip count even far from the end"
         self.period, self.margin = period, margin
         self.sym: int | None = self._symmetry(group, pos, period)
-        self.out.argument.update({"L": period, "G": margin, "T": _show(group.t_expr),
+        self.out.argument.update({"L": period, "G": margin, "H": self.start,
+                                  "T": _show(group.t_expr),
                                   "parity symmetry": (f"shift by {self.sym} + flip every "
                                                       "parity bit" if self.sym else None),
                                   "offsets": {self.model.agents[a].name: c
@@ -493,7 +535,7 @@ class Argument:
             i = z3.Int("i")
             x.loops[loop.var.uid] = x.term(loop.lo) + loop.step * i
             y.loops[loop.var.uid] = y.term(loop.lo) + loop.step * (i + half)
-            cons = [i >= 0, y.term(e) != 1 - x.term(e)]
+            cons = [i >= self.start, y.term(e) != 1 - x.term(e)]
             if not _prove_unsat(cons, self._ms(), self.out.queries):
                 return None
         for _, e in par_post:
@@ -536,6 +578,11 @@ class Argument:
         x.loops[loop.var.uid] = x.term(loop.lo) + loop.step * i
         y.loops[loop.var.uid] = y.term(loop.lo) + loop.step * j
         cons = [i >= 0, j >= 0]
+        h = self.start
+        if far is None:
+            cons += [i >= h, j >= h]  # below the start margin the iteration itself may matter
+        else:  # the same iteration in two trip counts, or two periodic ones past the start
+            cons += [z3.Or(q == 0, z3.And(i >= h, j >= h))]
         if with_sizes:
             tx, ty = x.term(group.t_expr), y.term(group.t_expr)
             c = group.offsets[a]
@@ -595,7 +642,7 @@ class Argument:
             self._fallback("no size assignment reaches a large trip count", group)
             return
         t_big = int(self._eval_t(group, big))
-        mach = Machine(self.model, big, period=self.period)
+        mach = Machine(self.model, big, period=self.period + self.start)
         levels = _Levels(self, mach, group)
         levels.t_far = t_big + min(group.offsets.values())
         ok, why = levels.run()
@@ -649,7 +696,7 @@ class Argument:
                 continue
             real_t = int(self._eval_t(group, sizes))
             shift = real_t - t
-            tmach = Machine(self.model, sizes, period=self.period)
+            tmach = Machine(self.model, sizes, period=self.period + self.start)
             _share_atoms(tmach, mach)
             roots = sorted((levels.shift(st, shift) for st in levels.sets[mt]), key=repr)
             res = search(tmach, roots, self.por, self.max_states, budget=self.budget)
@@ -943,7 +990,9 @@ class _Levels:
                 return False, "every run ends within the explored levels (trip count too small?)"
             frontier = nxt
             for p in range(self.period, min(lvl, 8 * self.period) + 1, self.period):
-                if self.norms[lvl] == self.norms[lvl - p]:
+                # From the start margin on, the step from one level to the next is the same
+                # function of the level set (and of the level mod L): only then may it repeat.
+                if lvl - p >= self.arg.start and self.norms[lvl] == self.norms[lvl - p]:
                     self.m0, self.p = lvl - p, p
                     return True, ""
         return False, f"no periodic level structure within {MAX_LEVELS} levels"

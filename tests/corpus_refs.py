@@ -66,6 +66,35 @@ def ref_matvec(s: Sizes, x: Arrays) -> Arrays:
     return {"y": y.astype(F32)}
 
 
+def ref_rowdot(s: Sizes, x: Arrays) -> Arrays:
+    """ring_two_operands: y[m] = sum_n a[m, n] * b[m, n]. Partial h (= column half of every
+    64-column tile) is a sequential f32 sum over tiles k, then j = 0..31; y = p0 + p1."""
+    a, b = f32(x["a"]), f32(x["b"])
+    m, n = s["M"], s["N"]
+    acc = np.zeros((m, 2), F32)
+    halves = np.arange(2) * 32
+    for k in range(n // 64):
+        for j in range(32):
+            cols = k * 64 + halves + j
+            acc = acc + a[:, cols] * b[:, cols]
+    return {"y": (acc[:, 0] + acc[:, 1]).astype(F32)}
+
+
+def ref_history(s: Sizes, x: Arrays) -> Arrays:
+    """tile_history: per row, the f32 sum of each 32-column tile (sequential from 0.0); tile k
+    is added into slot min(k, 7) in increasing k, slots start at 0."""
+    src = f32(x["src"])
+    m, n = s["M"], s["N"]
+    hist = np.zeros((m, 8), F32)
+    for k in range(n // 32):
+        acc = np.zeros(m, F32)
+        for c in range(32):
+            acc = acc + src[:, k * 32 + c]
+        j = min(k, 7)
+        hist[:, j] = hist[:, j] + acc
+    return {"dst": hist}
+
+
 def ref_transpose(s: Sizes, x: Arrays) -> Arrays:
     """transpose_swizzled, transpose_ragged, cute_colmajor: dst = src^T."""
     return {"dst": np.ascontiguousarray(np.asarray(x["src"]).T)}
@@ -170,11 +199,21 @@ def _mns(*pairs: tuple[int, int]) -> tuple[Sizes, ...]:
 
 CASES: dict[str, Case] = {
     "tma_copy_single": Case(ref_copy, _mn(192, 64), _mns((64, 64), (192, 128), (64, 320))),
+    # 11 tiles: the last slot accumulates tiles 7..10
+    "tile_history": Case(ref_history, _mn(64, 352), _mns((32, 32), (96, 256))),
+    # rank 3: three batches of a 2x3 tile grid
+    "batched_copy": Case(ref_copy, {"B": 3, "M": 128, "N": 192},
+                         ({"B": 1, "M": 64, "N": 64}, {"B": 2, "M": 192, "N": 64})),
     # 3 tiles through 2 stages: the ring wraps with an odd tail
     "pipeline2": Case(ref_copy, _mn(64, 192), _mns((64, 64), (128, 192), (64, 320),
                                                    (192, 128))),
     # 4 tiles through 3 stages
     "pipeline3": Case(ref_widen, _mn(128, 256), _mns((128, 64), (128, 320), (256, 192))),
+    # 7 tiles through 3 stages: the producer's skipped first pass, then two wraps
+    "ring_skip_first_pass": Case(ref_copy, _mn(64, 448), _mns((64, 64), (128, 384),
+                                                              (64, 832))),
+    # two operand buffers per stage; 5 tiles through 4 stages
+    "ring_two_operands": Case(ref_rowdot, _mn(64, 320), _mns((64, 64), (128, 576))),
     # 5 tiles through 4 stages
     "warp_specialized": Case(ref_matvec, _mn(64, 320), _mns((64, 64), (192, 128),
                                                             (128, 576))),

@@ -63,6 +63,7 @@ REFS = {  # bad kernel -> (sizes, reference of the kernel its bug was planted in
     "ts404": ({"M": 256, "N": 128}, R.ref_copy),
     "ts407": ({"M": 64, "N": 256}, ref_sum),
     "ts430": ({"M": 64, "N": 64}, R.ref_affine_f16),
+    "ts303_stage_operand": ({"M": 64, "N": 576}, R.ref_rowdot),
 }
 
 
