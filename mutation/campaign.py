@@ -91,36 +91,27 @@ def stratified_sample(mutants: Sequence[Mutant], k: int, seed: int) -> list[Muta
     for m in sorted(mutants, key=lambda m: m.id):
         strata.setdefault(m.operator, []).append(m)
     total = len(mutants)
-    quota = {op: min(len(ms), 2) for op, ms in strata.items()}
+    base = 2 if 2 * len(strata) <= k else 1
+    quota = {op: min(len(ms), base) for op, ms in strata.items()}
+    if sum(quota.values()) > k:  # more operators than room: one each for the biggest
+        quota = dict.fromkeys(strata, 0)
+        for op in sorted(strata, key=lambda o: (-len(strata[o]), o))[:k]:
+            quota[op] = 1
+    shares = {op: k * len(ms) / total for op, ms in strata.items()}
+    extra = {op: min(max(0, int(shares[op]) - quota[op]), len(strata[op]) - quota[op])
+             for op in strata}
+    while sum(extra.values()) > k - sum(quota.values()):
+        biggest = max(extra, key=lambda o: (extra[o], o))
+        extra[biggest] -= 1
+    for op in strata:
+        quota[op] += extra[op]
     left = k - sum(quota.values())
-    if left < 0:  # more operators than room: two each is already too many
-        quota = {op: 0 for op in strata}
-        left = k
-        for op in sorted(strata, key=lambda o: (-len(strata[o]), o)):
-            if left == 0:
-                break
-            quota[op], left = 1, left - 1
-    else:
-        shares = {op: k * len(ms) / total for op, ms in strata.items()}
-        extra = {op: max(0, int(shares[op]) - quota[op]) for op in strata}
-        for op in strata:
-            extra[op] = min(extra[op], len(strata[op]) - quota[op])
-        while sum(extra.values()) > left:
-            biggest = max(extra, key=lambda o: (extra[o], o))
-            extra[biggest] -= 1
-        for op in strata:
-            quota[op] += extra[op]
-        left = k - sum(quota.values())
-        order = sorted(strata, key=lambda o: (-(shares[o] - int(shares[o])), o))
-        while left > 0:
-            grew = False
-            for op in order:
-                if left and quota[op] < len(strata[op]):
-                    quota[op] += 1
-                    left -= 1
-                    grew = True
-            if not grew:
-                break
+    order = sorted(strata, key=lambda o: (-(shares[o] - int(shares[o])), o))
+    while left > 0:
+        for op in order:
+            if left and quota[op] < len(strata[op]):
+                quota[op] += 1
+                left -= 1
     chosen: list[Mutant] = []
     for op, ms in strata.items():
         ids = list(ms)

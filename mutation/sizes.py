@@ -130,8 +130,10 @@ def _spread(cands: list[Sizes], k: int) -> list[Sizes]:
 def choose(path: str | Path, original: ir.Kernel, mutant: ir.Kernel, k: int
            ) -> tuple[list[Sizes], list[Sizes]]:
     """(sizes both kernels allow, up to k; sizes only the mutant allows, up to 2)."""
-    both = [s for s in corpus_sizes(path)
-            if allows(original, s) and allows(mutant, s) and launchable(original, s)][:k]
+    listed = [s for s in corpus_sizes(path)
+              if allows(original, s) and allows(mutant, s) and launchable(original, s)]
+    # the tests' quick size (chosen to exercise the kernel's pattern), then the cheapest
+    both = (listed[:1] + sorted(listed[1:], key=lambda s: cost(original, s)))[:k]
     if len(both) < k:
         searched = _search(original.sizes, lambda s: allows(original, s) and allows(mutant, s)
                            and launchable(original, s), original)
