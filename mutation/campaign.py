@@ -217,7 +217,7 @@ def environment() -> dict[str, Any]:
     from tilesafe.mutation.differential import schedules
 
     return {"check_option_fields": [f.name for f in dataclasses.fields(CheckOptions)],
-            "policies": sorted({p for p, _ in schedules(1)}),
+            "policies": sorted({p for p, _ in schedules(2)}),
             "python": sys.version.split()[0]}
 
 

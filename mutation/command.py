@@ -50,8 +50,9 @@ def add_parser(sub: Any) -> None:
                    help="per solver / ISL query (default 10000)")
     p.add_argument("--sizes", type=int, default=3, metavar="K",
                    help="sizes a survivor is run at (default 3)")
-    p.add_argument("--seeds", type=int, default=2, metavar="K",
-                   help="schedules per scheduling policy (default 2)")
+    p.add_argument("--seeds", type=int, default=3, metavar="K",
+                   help="schedules per size: the random scheduler's seed 0, then adversarial "
+                        "PCT seeds (default 3)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 

@@ -58,14 +58,16 @@ class Run:
         return asdict(self)
 
 
-def schedules(seeds: int) -> list[tuple[str, int]]:
-    """(policy, seed) pairs: `seeds` random-scheduler seeds, plus as many PCT seeds when
-    the interpreter has that mode (it is landing from another branch)."""
+def schedules(count: int) -> list[tuple[str, int]]:
+    """`count` (policy, seed) pairs per size: the seeded random scheduler's seed 0, then the
+    adversarial PCT scheduler's seeds 0, 1, ... where the interpreter has it (seeds of PCT
+    vary the copy engine too: slow, stores last, fast), else more random seeds."""
     from tilesafe.semantics import interp
 
-    out = [("random", s) for s in range(seeds)]
-    if "policy" in inspect.signature(interp.run_kernel).parameters:
-        out += [("pct", s) for s in range(seeds)]
+    has_pct = "policy" in inspect.signature(interp.run_kernel).parameters
+    out = [("random", 0)]
+    for i in range(max(0, count - 1)):
+        out.append(("pct", i) if has_pct else ("random", i + 1))
     return out
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import sys
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
@@ -34,10 +35,13 @@ def _corpus_cases(refs_path: str) -> dict[str, tuple[Sizes, ...]]:
     if spec is None or spec.loader is None:
         return {}
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while being built
     try:
         spec.loader.exec_module(module)
     except Exception:  # noqa: BLE001 - a broken test helper only loses the size hint
         return {}
+    finally:
+        sys.modules.pop(spec.name, None)
     cases = getattr(module, "CASES", {})
     return {name: tuple(dict(s) for s in case.sizes) for name, case in cases.items()}
 
