@@ -81,35 +81,34 @@ def stem_names(files: Sequence[str]) -> dict[str, str]:
 
 
 def stratified_sample(mutants: Sequence[Mutant], k: int, seed: int) -> list[Mutant]:
-    """k mutants, allocated to operators in proportion to their share of the population
-    (largest remainder, at least two per operator where it has them), chosen within an
-    operator by a seeded shuffle of its ids. The same population, k and seed always give
-    the same sample."""
+    """k mutants, stratified by operator: every operator first gets a floor of two (one, or
+    none for the smallest, when there are more operators than room), the rest of the sample
+    is apportioned to the operators in proportion to what each has left (largest
+    remainder); within an operator, a seeded shuffle of its ids decides. The same
+    population, k and seed always give the same sample."""
     if k >= len(mutants):
         return list(mutants)
     strata: dict[str, list[Mutant]] = {}
     for m in sorted(mutants, key=lambda m: m.id):
         strata.setdefault(m.operator, []).append(m)
-    total = len(mutants)
     base = 2 if 2 * len(strata) <= k else 1
     quota = {op: min(len(ms), base) for op, ms in strata.items()}
     if sum(quota.values()) > k:  # more operators than room: one each for the biggest
         quota = dict.fromkeys(strata, 0)
         for op in sorted(strata, key=lambda o: (-len(strata[o]), o))[:k]:
             quota[op] = 1
-    shares = {op: k * len(ms) / total for op, ms in strata.items()}
-    extra = {op: min(max(0, int(shares[op]) - quota[op]), len(strata[op]) - quota[op])
-             for op in strata}
-    while sum(extra.values()) > k - sum(quota.values()):
-        biggest = max(extra, key=lambda o: (extra[o], o))
-        extra[biggest] -= 1
-    for op in strata:
-        quota[op] += extra[op]
-    left = k - sum(quota.values())
-    order = sorted(strata, key=lambda o: (-(shares[o] - int(shares[o])), o))
-    while left > 0:
-        for op in order:
-            if left and quota[op] < len(strata[op]):
+    rest = k - sum(quota.values())
+    weights = {op: len(ms) - quota[op] for op, ms in strata.items()}
+    total = sum(weights.values())
+    if rest > 0 and total > 0:
+        exact = {op: rest * w / total for op, w in weights.items()}
+        for op in strata:
+            quota[op] += int(exact[op])
+        left = k - sum(quota.values())
+        for op in sorted(strata, key=lambda o: (-(exact[o] - int(exact[o])), o)):
+            if left == 0:
+                break
+            if quota[op] < len(strata[op]):
                 quota[op] += 1
                 left -= 1
     chosen: list[Mutant] = []
