@@ -136,8 +136,7 @@ def choose(path: str | Path, original: ir.Kernel, mutant: ir.Kernel, k: int
     """(sizes both kernels allow, up to k; sizes only the mutant allows, up to 2)."""
     listed = [s for s in corpus_sizes(path)
               if allows(original, s) and allows(mutant, s) and launchable(original, s)]
-    # the tests' quick size (chosen to exercise the kernel's pattern), then the cheapest
-    both = (listed[:1] + sorted(listed[1:], key=lambda s: cost(original, s)))[:k]
+    both = _diverse(original, listed, k)
     if len(both) < k:
         searched = _search(original.sizes, lambda s: allows(original, s) and allows(mutant, s)
                            and launchable(original, s), original)
@@ -152,6 +151,27 @@ def choose(path: str | Path, original: ir.Kernel, mutant: ir.Kernel, k: int
                         and launchable(mutant, s), mutant)
         only = extra[:2]
     return both, only
+
+
+def _diverse(kernel: ir.Kernel, listed: list[Sizes], k: int) -> list[Sizes]:
+    """The first size (the tests' quick one, chosen to exercise the kernel's pattern), then
+    greedily the size bringing the most values not seen yet per size parameter and the most
+    blocks (a bug in a block offset needs two blocks to show), less one for a size over
+    twice the first's cost, the cheaper on a tie."""
+    if not listed:
+        return []
+    chosen = [listed[0]]
+    rest = list(listed[1:])
+    while rest and len(chosen) < k:
+        def gain(s: Sizes) -> tuple[int, int]:
+            new = sum(all(s[n] != c[n] for c in chosen) for n in s)
+            more_blocks = int(threads(kernel, s) > max(threads(kernel, c) for c in chosen))
+            dear = int(cost(kernel, s) > 2 * cost(kernel, listed[0]))
+            return (new + more_blocks - dear, -cost(kernel, s))
+        best = max(rest, key=gain)
+        chosen.append(best)
+        rest.remove(best)
+    return chosen
 
 
 def _where_text(kernel: ir.Kernel) -> str:
