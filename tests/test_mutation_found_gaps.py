@@ -9,8 +9,11 @@ import dataclasses
 import numpy as np
 import pytest
 
+from tilesafe.checkers import layout
 from tilesafe.checkers.obligation import Obligation, Severity, Verdict
+from tilesafe.frontend.load import compile_source
 from tilesafe.semantics import fp
+from tilesafe.semantics import layout_isl as LI
 from tilesafe.semantics.mbarrier import COUNT_MAX, MbarrierError, MbarrierState
 
 # ---- semantics/mbarrier.py -------------------------------------------------------------------
@@ -122,3 +125,46 @@ def test_min_max_nan_signed_zero_and_order(f):
     for a, b in ((pz, nz), (nz, pz)):
         assert bool(np.signbit(f(a, b))) == lo_first  # -0 counts as below +0
     assert f(F(2.5), F(2.5)) == F(2.5)
+
+
+# ---- checkers/layout.py ----------------------------------------------------------------------
+
+LAYOUTS = """kernel k(x: global f32[N])
+  where N > 0
+  grid 1 block 32
+{
+  shared alias: f32[4, 4] layout (4,4):(1,2)
+  shared below: f32[4, 4] layout (4,4):(4,-1)
+  shared fine: f32[4, 4]
+  x[0] = alias[0, 0] + below[0, 0] + fine[0, 0]
+}
+"""
+
+
+def test_exhaustive_fallback_decides_aliasing_and_negative_offsets():
+    """Survivors: every mutant of the enumeration fallback (used when ISL's budget runs
+    out) lived, since no test reached it; reaching it showed that a negative offset crashed
+    it (the interpreter's offset table refuses them) instead of refuting TS102."""
+    bufs = {b.name: b for b in compile_source(LAYOUTS).kernels[0].shared}
+    inj = layout._exhaustive_injective(bufs["alias"], "budget", 0.0)
+    assert inj.verdict == LI.REFUTED
+    assert inj.witness == {"coord_a": (0, 1), "coord_b": (2, 0), "offset": 2}
+    assert layout._exhaustive_injective(bufs["fine"], "budget", 0.0).verdict == LI.PROVED
+    low = layout._exhaustive_nonnegative(bufs["below"], "budget", 0.0)
+    assert low.verdict == LI.REFUTED and low.witness == {"coord": (0, 1), "offset": -1}
+    assert layout._exhaustive_injective(bufs["below"], "budget", 0.0).verdict == LI.PROVED
+    assert layout._exhaustive_nonnegative(bufs["fine"], "budget", 0.0).verdict == LI.PROVED
+
+
+def test_capacity_obligation_counts_the_bytes_between_the_buffers():
+    """Survivors: `used <= MAX` -> `is not`, and the `-` of the span computation."""
+    text = LAYOUTS.replace("f32[4, 4] layout (4,4):(1,2)", "f32[4, 4]").replace(
+        "f32[4, 4] layout (4,4):(4,-1)", "f32[4, 4] align 1024")
+    ob = layout._capacity(compile_source(text).kernels[0])
+    # alias at the base (64 bytes), below at the next 1024-aligned address, fine 128-aligned
+    # after it: the span is 2176 + 64 - 1024 bytes
+    assert ob.verdict is Verdict.PROVED and "shared memory 1216 bytes" in ob.name
+    big = text.replace("fine: f32[4, 4]", "fine: f32[256, 256]")
+    ob = layout._capacity(compile_source(big).kernels[0])
+    assert ob.verdict is Verdict.REFUTED and ob.code == "TS103"
+    assert ob.counterexample == {"bytes": 2176 - 1024 + 256 * 256 * 4}
