@@ -12,6 +12,7 @@ Workers are forked where the platform allows it, so they start with the parent's
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
@@ -41,7 +42,26 @@ def _context() -> Any:
     return mp.get_context("fork" if "fork" in methods else "spawn")
 
 
+# A worker retires (and is replaced by a fresh one) past this resident size or this many
+# tasks. Why: memory a verification took is rarely given back to the system, and the
+# checkers' memory budget measures the whole process -- a long-lived worker that once grew
+# would report every later mutant's verification as out of memory (unknown).
+RETIRE_MB = 1536
+RETIRE_TASKS = 40
+
+
+def rss_mb() -> int:
+    """Resident size of this process in MiB (0 where /proc is not there)."""
+    try:
+        with open("/proc/self/statm") as f:
+            pages = int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return pages * os.sysconf("SC_PAGE_SIZE") // 2**20
+
+
 def _worker_main(conn: Connection, fn: TaskFn) -> None:
+    done = 0
     while True:
         try:
             msg = conn.recv()
@@ -52,14 +72,19 @@ def _worker_main(conn: Connection, fn: TaskFn) -> None:
         index, task = msg
 
         def progress(payload: Any, _index: int = index) -> None:
-            conn.send(("progress", _index, payload))
+            conn.send(("progress", _index, payload, False))
 
         try:
             result = fn(task, progress)
-            conn.send(("done", index, result))
+            kind, payload = "done", result
         except BaseException as err:  # noqa: BLE001 - reported to the parent, never lost
-            text = f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=8)}"
-            conn.send(("error", index, text))
+            kind = "error"
+            payload = f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=8)}"
+        done += 1
+        retire = done >= RETIRE_TASKS or rss_mb() > RETIRE_MB
+        conn.send((kind, index, payload, retire))
+        if retire:
+            return
 
 
 class _Worker:
@@ -120,13 +145,14 @@ def run_tasks(fn: TaskFn, tasks: Iterable[Any], jobs: int, timeout_s: float
                 elapsed = time.monotonic() - w.started
                 if w.conn in ready:
                     try:
-                        kind, index, payload = w.conn.recv()
+                        kind, index, payload, retire = w.conn.recv()
                     except (EOFError, OSError):
                         replace = True
                         outcome = Outcome(w.index, "crash", None, w.progress,  # type: ignore[arg-type]
                                           elapsed, "worker process died (exit code "
                                           f"{w.proc.exitcode})")
                     else:
+                        replace = retire
                         if kind == "progress":
                             w.progress = payload
                         elif kind == "done":

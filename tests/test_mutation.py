@@ -420,3 +420,10 @@ def test_cli_campaign_in_shards_merges_to_the_whole(cli, tmp_path):
     assert [r["id"] for r in a["records"]] == [r["id"] for r in b["records"]]
     text = cli("mutate", "--merge", *parts)
     assert text.code == 0 and "score 100.0%" in text.out
+
+
+def test_workers_retire_and_are_replaced_without_losing_tasks(monkeypatch):
+    monkeypatch.setattr(pool, "RETIRE_TASKS", 2)
+    outcomes = pool.map_bounded(_task, [f"t{i}" for i in range(7)], jobs=2, timeout_s=30)
+    assert [(o.status, o.value) for o in outcomes] == [("ok", f"T{i}") for i in range(7)]
+    assert pool.rss_mb() > 0
