@@ -8,9 +8,10 @@ campaign is exactly the unsharded campaign.
 
 Scores:
   score     killed / (killed + missed)           over everything the runs could decide
-  in-scope  killed / (killed + missed runtime + missed race)
-            -- mutants whose difference is a property tilesafe claims (bounds, races, the
-            barrier protocol, TMA rules): refuted, or failing / racing in the interpreter
+  in-scope  killed / (killed + missed runtime + race + unwritten)
+            -- mutants whose difference is a property tilesafe claims (bounds, coverage,
+            races, the barrier protocol, TMA rules): refuted, or failing / racing / leaving
+            output elements unwritten in the interpreter
   value     missed mutants that deterministically compute something else: a specification
             checker's job (issue 10), not the current checkers'
 Unknown and error mutants are neither killed nor missed, and are reported on their own.
@@ -32,7 +33,7 @@ from tilesafe.mutation.generate import Generated, Mutant, generate
 from tilesafe.mutation.worker import Settings
 
 VERDICTS = ("killed", "missed", "equivalent", "unknown", "error")
-IN_SCOPE_KINDS = ("runtime", "race")
+IN_SCOPE_KINDS = ("runtime", "race", "unwritten")
 
 
 class CampaignError(UsageError):
@@ -323,5 +324,6 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def soundness_holes(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Missed mutants whose difference is a claimed property: verification proved every
-    obligation, yet the interpreter shows a run-time failure or a race."""
+    obligation, yet the interpreter shows a run-time failure, a race, or output elements
+    left unwritten."""
     return [r for r in records if r["verdict"] == "missed" and r.get("kind") in IN_SCOPE_KINDS]

@@ -10,6 +10,8 @@ What a run can show, strongest first:
            property tilesafe claims to prove;
   race     the mutant's output depends on the schedule (same inputs, different results):
            a data race or a missing ordering, also claimed;
+  unwritten the mutant leaves output elements the original writes as they started (the
+           poison of an output): "every output element written" is claimed too (TS212);
   value    the mutant deterministically computes something else: a specification bug
            (issue 10), not something the current checkers claim to find;
   same     bit-identical outputs everywhere.
@@ -50,7 +52,8 @@ class Run:
     input_seed: int
     policy: str
     seed: int
-    status: str  # same | differs | runtime | ok (mutant-only) | step-limit | skipped | internal
+    # same | differs | unwritten | runtime | ok (mutant-only) | step-limit | skipped | internal
+    status: str
     detail: str = ""
     digest: str = ""  # hash of the mutant's outputs (same/differs runs)
 
@@ -151,6 +154,24 @@ def diff_text(orig: Mapping[str, np.ndarray], mut: Mapping[str, np.ndarray],
     return ""
 
 
+def unwritten_text(orig: Mapping[str, np.ndarray], mut: Mapping[str, np.ndarray],
+                   initial: Mapping[str, np.ndarray]) -> str:
+    """'' unless the mutant leaves elements the original writes as they started (poison,
+    for an output): the coverage property "every output element is written" (TS212) is
+    violated, not just the value."""
+    for name in sorted(orig):
+        a, b, start = _bits(orig[name]), _bits(mut[name]), _bits(initial[name])
+        if a.shape != b.shape or a.shape != start.shape:
+            continue
+        left = (a != b) & (b == start) & (a != start)
+        n = int(left.sum())
+        if n:
+            idx = [int(i) for i in np.argwhere(left)[0]]
+            return (f"{name}: {n} element(s) the original writes are never written by the "
+                    f"mutant (first at {idx})")
+    return ""
+
+
 def _digest(tensors: Mapping[str, np.ndarray]) -> str:
     h = hashlib.sha256()
     for name in sorted(tensors):
@@ -218,8 +239,10 @@ def compare(path: str, original: ir.Kernel, mutant: ir.Kernel, both: list[Sizes]
                                     f"the interpreter crashed: {type(err).__name__}: {err}"))
                     return runs, True
                 text = diff_text(ref.tensors, res.tensors, ref.dtypes)
-                runs.append(Run(sizes, input_seed, policy, seed,
-                                "differs" if text else "same", text, _digest(res.tensors)))
+                left = unwritten_text(ref.tensors, res.tensors, inputs) if text else ""
+                status = "unwritten" if left else "differs" if text else "same"
+                runs.append(Run(sizes, input_seed, policy, seed, status,
+                                f"{left}; {text}" if left else text, _digest(res.tensors)))
                 differs_here = differs_here or bool(text)
         if differs_here:
             return runs, True
@@ -256,7 +279,7 @@ def racy(runs: list[Run]) -> bool:
     """Did the mutant give different outputs under different schedules on the same inputs?"""
     by_input: dict[tuple, set[str]] = {}
     for r in runs:
-        if r.status in ("same", "differs"):
+        if r.status in ("same", "differs", "unwritten"):
             key = (tuple(sorted(r.sizes.items())), r.input_seed)
             by_input.setdefault(key, set()).add(r.digest)
     return any(len(v) > 1 for v in by_input.values())

@@ -31,8 +31,9 @@ def score_lines(summary: dict[str, Any]) -> list[str]:
         f"{o['equivalent']} likely equivalent, {o['unknown']} unknown, {o['error']} error",
         f"score {_pct(o['score'])} = killed / (killed + missed) = {o['killed']} / "
         f"{o['killed'] + o['missed']}",
-        f"in-scope score {_pct(o['in_scope_score'])} = killed / (killed + missed at run time "
-        f"or racing) = {o['killed']} / {o['killed'] + o['missed_in_scope']}; value bugs "
+        f"in-scope score {_pct(o['in_scope_score'])} = killed / (killed + missed failing, "
+        f"racing or leaving outputs unwritten) = {o['killed']} / "
+        f"{o['killed'] + o['missed_in_scope']}; value bugs "
         f"(issue 10): {o['missed_value']}",
     ]
 
@@ -65,8 +66,8 @@ def text(result: Result, per_mutant: bool = True) -> str:
     holes = soundness_holes(recs)
     if holes:
         lines.append("")
-        lines.append(f"SOUNDNESS: {len(holes)} mutant(s) verified clean but fail or race on "
-                     "the interpreter:")
+        lines.append(f"SOUNDNESS: {len(holes)} mutant(s) verified clean but fail, race or "
+                     "leave outputs unwritten on the interpreter:")
         for r in holes:
             lines.append(f"  {r['id']}: {r['edit']} -- {r.get('reason', '')}")
     missed = [r for r in recs if r["verdict"] == "missed" and r not in holes]

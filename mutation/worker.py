@@ -4,7 +4,8 @@
     unknown     nothing refuted, but something not proved either (a budget, an
                 unsupported form), or the runs that should decide a survivor ran out of time
     missed      everything proved, yet the mutant behaves differently from the original on
-                the interpreter: kind runtime / race / value / step-limit (differential.py)
+                the interpreter: kind runtime / race / unwritten / value / step-limit
+                (differential.py)
     equivalent  everything proved and every run bit-identical ("likely": runs are samples)
     error       tilesafe itself raised an exception on the mutant (a bug in tilesafe)
 
@@ -137,7 +138,7 @@ def classify(task: dict[str, Any], progress: Any) -> dict[str, Any]:
     elif summary["n_unknown"]:
         out.update(verdict="unknown", reason="not proved: " + ", ".join(summary["unknown_codes"])
                    + (f"; the runs show {evidence}" if evidence != "same" else ""))
-    elif evidence in ("runtime", "race", "value", "step-limit"):
+    elif evidence in ("runtime", "race", "unwritten", "value", "step-limit"):
         out.update(verdict="missed", kind=evidence, reason=_first_difference(runs))
     elif not complete:
         out.update(verdict="unknown", reason="the runs deciding this survivor ran out of time "
@@ -164,6 +165,8 @@ def _evidence(runs: list[Any]) -> str:
         return "runtime"
     if racy(runs):
         return "race"
+    if "unwritten" in statuses:
+        return "unwritten"
     if "differs" in statuses:
         return "value"
     if "step-limit" in statuses:
@@ -172,7 +175,7 @@ def _evidence(runs: list[Any]) -> str:
 
 
 def _first_difference(runs: list[Any]) -> str:
-    order = ("runtime", "differs", "step-limit")
+    order = ("runtime", "unwritten", "differs", "step-limit")
     for status in order:
         for r in runs:
             if r.status == status:

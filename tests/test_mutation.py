@@ -326,6 +326,14 @@ def test_differential_runs_tell_value_from_runtime_from_same():
     assert complete and {r.status for r in runs} == {"same"} and len(runs) == 4
 
 
+def test_an_output_left_unwritten_is_its_own_kind():
+    small = SMALL.replace("if i < N", "if i < N - 1")  # the last element is never written
+    runs, complete = _compare(small)
+    assert complete and {r.status for r in runs} == {"unwritten"}
+    assert "never written" in runs[0].detail
+    assert worker._evidence(runs) == "unwritten"
+
+
 def test_schedule_dependent_outputs_are_a_race():
     d = {"M": 1}
     runs = [differential.Run(d, 0, "random", 0, "same", "", "aa"),
