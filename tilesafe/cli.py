@@ -487,11 +487,21 @@ def _parser() -> argparse.ArgumentParser:
                              "(default 4096); past it: unknown")
     verify.add_argument("--query-timeout", type=int, metavar="MS",
                         help="per solver/ISL query (default 10000); past it: unknown")
+
+    from tilesafe.mutation.command import add_parser as add_mutate
+
+    add_mutate(sub)
     return p
 
 
+def _cmd_mutate(args: argparse.Namespace, out: _Out) -> int:
+    from tilesafe.mutation.command import run
+
+    return run(args, out)
+
+
 _COMMANDS = {"lint": _cmd_lint, "run": _cmd_run, "fmt": _cmd_fmt, "verify": _cmd_verify,
-             "compile": _cmd_compile}
+             "compile": _cmd_compile, "mutate": _cmd_mutate}
 
 
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,

@@ -1,0 +1,170 @@
+"""Tests that mutating tilesafe's own Python showed were missing (bench/python_mutation.py,
+cosmic-ray on a sample of each module's mutants against its targeted tests; results in
+docs/mutation.md). Each test names the surviving mutant it kills."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from tilesafe.checkers import layout
+from tilesafe.checkers.obligation import Obligation, Severity, Verdict
+from tilesafe.frontend.load import compile_source
+from tilesafe.semantics import fp
+from tilesafe.semantics import layout_isl as LI
+from tilesafe.semantics.mbarrier import COUNT_MAX, MbarrierError, MbarrierState
+
+# ---- semantics/mbarrier.py -------------------------------------------------------------------
+
+
+def test_expect_tx_raises_the_count_and_a_later_complete_tx_closes_the_phase():
+    """Survivors: `and` -> `or` and `new_tx == 0` -> `>= 0` in expect_tx's TS416 test (no
+    test called expect_tx on its own)."""
+    s = MbarrierState().init(1).expect_tx(8192)
+    assert (s.tx, s.pending, s.parity) == (8192, 1, 0)
+    s, token = s.arrive()
+    assert (s.tx, s.pending, s.parity, token) == (8192, 0, 0, 0)  # bytes still owed
+    s = s.expect_tx(16)  # all arrivals in, tx goes up, not to zero: no TS416
+    assert s.tx == 8208 and s.parity == 0
+    s = s.complete_tx(8208)
+    assert (s.tx, s.pending, s.parity) == (0, 1, 1)
+
+
+def test_expect_tx_back_to_zero_after_all_arrivals_is_ts416():
+    """The case PTX leaves open: a copy completed before its expect_tx, all arrivals in."""
+    s = MbarrierState().init(1).complete_tx(64)
+    s, _ = s.arrive()
+    assert (s.tx, s.pending, s.parity) == (-64, 0, 0)
+    with pytest.raises(MbarrierError) as err:
+        s.expect_tx(64)
+    assert err.value.code == "TS416"
+    assert s.expect_tx(32).tx == -32  # not back to zero: fine
+
+
+def test_expect_tx_of_zero_bytes_is_not_ts416():
+    """Survivors: `nbytes != 0` -> `>= 0` / `!= 1`: an empty expect_tx changes nothing, even
+    on a (hand-built) state with nothing pending."""
+    s = MbarrierState(True, 0, 0, 1, 0)
+    assert s.expect_tx(0) == s
+
+
+def test_arrive_accepts_the_largest_count():
+    """Survivor: `count <= COUNT_MAX` -> `count < COUNT_MAX` in arrive."""
+    s = MbarrierState().init(COUNT_MAX)
+    s, _ = s.arrive(COUNT_MAX)
+    assert (s.parity, s.pending) == (1, COUNT_MAX)
+    with pytest.raises(MbarrierError) as err:
+        MbarrierState().init(1).arrive(COUNT_MAX + 1)
+    assert err.value.code == "TS403"
+
+
+# ---- checkers/obligation.py ------------------------------------------------------------------
+
+
+def test_an_obligation_is_immutable_and_untimed_by_default():
+    """Survivors: `frozen=True` -> `False`, the default `seconds = 0.0` changed."""
+    o = Obligation("c", "n", Verdict.PROVED, "m")
+    assert o.seconds == 0.0 and o.message == "" and o.evidence == {}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        o.verdict = Verdict.REFUTED  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("verdict", list(Verdict))
+@pytest.mark.parametrize("severity", list(Severity))
+def test_failed_is_not_proved_and_an_error(verdict, severity):
+    o = Obligation("c", "n", verdict, "m", severity=severity)
+    assert o.failed == (verdict is not Verdict.PROVED and severity is Severity.ERROR)
+
+
+# ---- semantics/fp.py -------------------------------------------------------------------------
+
+F = np.float32
+
+
+def test_int_to_f32_ties_to_even_above_two_to_the_25():
+    """Survivor: `1 << (shift - 1)` -> `1 ^ (shift - 1)` (the half-way point); only ties with
+    at least two dropped bits tell them apart."""
+    base = 1 << 25  # f32 spacing 4 here
+    assert fp.int_to_f32(base + 2) == F(base)  # tie, even stays
+    assert fp.int_to_f32(base + 6) == F(base + 8)  # tie, odd rounds up
+    assert fp.int_to_f32(base + 3) == F(base + 4)
+    assert fp.int_to_f32(-(base + 6)) == F(-(base + 8))
+
+
+def test_f16_overflow_threshold_is_the_tie_above_65504():
+    """Survivor: `abs(x) >= 65520.0` -> `>`."""
+    assert fp.f32_to_f16_bits(F(65520.0)) == 0x7C00
+    assert fp.f32_to_f16_bits(F(-65520.0)) == 0xFC00
+    assert fp.f32_to_f16_bits(F(65519.996)) == 0x7BFF
+
+
+def test_f16_bits_are_masked_to_16_bits():
+    """Survivor: `bits & 0xFFFF` -> `bits * 0xFFFF` in f16_bits_to_f32."""
+    assert fp.f16_bits_to_f32(0x3C00) == F(1.0)
+    assert fp.f16_bits_to_f32(0x1_3C00) == F(1.0)
+    assert fp.f16_bits_to_f32(0xC000) == F(-2.0)
+
+
+def test_i32_conversion_saturates_at_both_ends():
+    """Survivor: the constant I32_MIN changed."""
+    assert fp.f32_to_i32(F(-3e9)) == -(2**31)
+    assert fp.f32_to_i32(F(3e9)) == 2**31 - 1
+    assert fp.f32_to_i32(F(-2.75)) == -2 and fp.f32_to_i32(F("nan")) == 0
+
+
+@pytest.mark.parametrize("f", [fp.fmin, fp.fmax])
+def test_min_max_nan_signed_zero_and_order(f):
+    """Survivors: the `a == b` test and the comparison of fmin/fmax (negated, weakened)."""
+    nan, pz, nz = F("nan"), F(0.0), F(-0.0)
+    lo_first = f is fp.fmin
+    assert f(nan, F(2.0)) == F(2.0) and f(F(2.0), nan) == F(2.0)
+    assert f(F(1.0), F(3.0)) == (F(1.0) if lo_first else F(3.0))
+    assert f(F(3.0), F(1.0)) == (F(1.0) if lo_first else F(3.0))
+    for a, b in ((pz, nz), (nz, pz)):
+        assert bool(np.signbit(f(a, b))) == lo_first  # -0 counts as below +0
+    assert f(F(2.5), F(2.5)) == F(2.5)
+
+
+# ---- checkers/layout.py ----------------------------------------------------------------------
+
+LAYOUTS = """kernel k(x: global f32[N])
+  where N > 0
+  grid 1 block 32
+{
+  shared alias: f32[4, 4] layout (4,4):(1,2)
+  shared below: f32[4, 4] layout (4,4):(4,-1)
+  shared fine: f32[4, 4]
+  x[0] = alias[0, 0] + below[0, 0] + fine[0, 0]
+}
+"""
+
+
+def test_exhaustive_fallback_decides_aliasing_and_negative_offsets():
+    """Survivors: every mutant of the enumeration fallback (used when ISL's budget runs
+    out) lived, since no test reached it; reaching it showed that a negative offset crashed
+    it (the interpreter's offset table refuses them) instead of refuting TS102."""
+    bufs = {b.name: b for b in compile_source(LAYOUTS).kernels[0].shared}
+    inj = layout._exhaustive_injective(bufs["alias"], "budget", 0.0)
+    assert inj.verdict == LI.REFUTED
+    assert inj.witness == {"coord_a": (0, 1), "coord_b": (2, 0), "offset": 2}
+    assert layout._exhaustive_injective(bufs["fine"], "budget", 0.0).verdict == LI.PROVED
+    low = layout._exhaustive_nonnegative(bufs["below"], "budget", 0.0)
+    assert low.verdict == LI.REFUTED and low.witness == {"coord": (0, 1), "offset": -1}
+    assert layout._exhaustive_injective(bufs["below"], "budget", 0.0).verdict == LI.PROVED
+    assert layout._exhaustive_nonnegative(bufs["fine"], "budget", 0.0).verdict == LI.PROVED
+
+
+def test_capacity_obligation_counts_the_bytes_between_the_buffers():
+    """Survivors: `used <= MAX` -> `is not`, and the `-` of the span computation."""
+    text = LAYOUTS.replace("f32[4, 4] layout (4,4):(1,2)", "f32[4, 4]").replace(
+        "f32[4, 4] layout (4,4):(4,-1)", "f32[4, 4] align 1024")
+    ob = layout._capacity(compile_source(text).kernels[0])
+    # alias at the base (64 bytes), below at the next 1024-aligned address, fine 128-aligned
+    # after it: the span is 2176 + 64 - 1024 bytes
+    assert ob.verdict is Verdict.PROVED and "shared memory 1216 bytes" in ob.name
+    big = text.replace("fine: f32[4, 4]", "fine: f32[256, 256]")
+    ob = layout._capacity(compile_source(big).kernels[0])
+    assert ob.verdict is Verdict.REFUTED and ob.code == "TS103"
+    assert ob.counterexample == {"bytes": 2176 - 1024 + 256 * 256 * 4}
