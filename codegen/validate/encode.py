@@ -21,6 +21,9 @@ from tilesafe.codegen.validate import terms as T
 from tilesafe.codegen.validate.terms import BOOL, INT, Term
 
 Interval = tuple[int, int]
+# Ranges narrowed by a question's hypotheses (narrow.py): leaf name -> (the reading the
+# range is of: signed?, lo, hi). Valid only inside questions that assume those hypotheses.
+Bounds = dict[str, tuple[bool, int, int]]
 
 
 def _bits(lo: int, hi: int) -> int:
@@ -38,8 +41,9 @@ def encode_bits(t: Term, signed: bool) -> int:
     return narrow_bits(t, signed)
 
 
-def leaf_range(t: Term, signed: bool) -> Interval:
-    """Range of a bit-vector leaf read as a signed or unsigned integer."""
+def leaf_range(t: Term, signed: bool, bounds: Bounds | None = None) -> Interval:
+    """Range of a bit-vector leaf read as a signed or unsigned integer (narrowed by `bounds`
+    where given)."""
     w = t.w
     full = (-(1 << (w - 1)), (1 << (w - 1)) - 1) if signed else (0, (1 << w) - 1)
     if t.op != "leaf":
@@ -47,13 +51,13 @@ def leaf_range(t: Term, signed: bool) -> Interval:
     info = T.leaf_info(str(t.val))
     if info.lo is None or info.hi is None:
         return full
-    lo, hi = info.lo, info.hi
-    if info.signed == signed or (lo >= 0 and hi < (1 << (w - 1))):
+    declared, lo, hi = (bounds or {}).get(str(t.val), (info.signed, info.lo, info.hi))
+    if declared == signed or (lo >= 0 and hi < (1 << (w - 1))):
         return (lo, hi)
     return full
 
 
-def intervals(roots: list[Term]) -> dict[int, Interval]:
+def intervals(roots: list[Term], bounds: Bounds | None = None) -> dict[int, Interval]:
     out: dict[int, Interval] = {}
     for t in T.postorder(roots):
         if t.w != INT:
@@ -64,7 +68,7 @@ def intervals(roots: list[Term]) -> dict[int, Interval]:
             v = int(t.val)  # type: ignore[arg-type]
             r = (v, v)
         elif op in ("sint", "uint"):
-            r = leaf_range(t.args[0], op == "sint")
+            r = leaf_range(t.args[0], op == "sint", bounds)
         elif op == "iadd":
             r = (a[0][0] + a[1][0], a[0][1] + a[1][1])
         elif op == "isub":

@@ -13,7 +13,9 @@ Two views of a w-bit term t:
   all a 64-bit address needs;
 * `exact(t)`: an integer equal to t's signed value. Needed below a sign extension, a shift,
   a mask or a comparison; established by interval analysis over the leaves' asserted ranges
-  (encode.intervals), so it never assumes anything a query does not assert.
+  (encode.intervals), so it never assumes anything a query does not assert: the leaves'
+  declared ranges, narrowed by the question's hypotheses where the caller passes them
+  (narrow.py).
 
 Anything else (xor of non-exact values, division, ite, floats) has no view: the caller then
 keeps the bit-vector encoding.
@@ -27,14 +29,15 @@ from tilesafe.codegen.validate.terms import Term
 
 
 class _Lifter:
-    def __init__(self) -> None:
+    def __init__(self, bounds: encode.Bounds | None = None) -> None:
         self.mod: dict[int, Term | None] = {}
         self.ex: dict[int, Term | None] = {}
+        self.bounds = bounds or {}
 
     def fits(self, x: Term, w: int, signed: bool = True) -> bool:
         if x.w != T.INT:
             return False
-        lo, hi = encode.intervals([x])[id(x)]
+        lo, hi = encode.intervals([x], self.bounds)[id(x)]
         if signed:
             return -(1 << (w - 1)) <= lo and hi < (1 << (w - 1))
         return 0 <= lo and hi < (1 << w)
@@ -80,7 +83,8 @@ class _Lifter:
             return T.const_int(T.sval(t))
         if op == "leaf":
             info = T.leaf_info(str(t.val))
-            if not info.signed and info.hi is not None and info.hi < (1 << (t.w - 1)):
+            if not info.signed and info.hi is not None and \
+                    encode.leaf_range(t, False, self.bounds)[1] < (1 << (t.w - 1)):
                 return T.uint(t)  # the reading the specification uses for it
             return T.sint(t)
         if op == "sext":
@@ -134,11 +138,11 @@ def _mask(x: Term, m: int, w: int) -> Term | None:
     return acc
 
 
-def modular(t: Term) -> Term | None:
-    """An integer congruent to t modulo 2^width, or None."""
-    return _Lifter().modular(t)
+def modular(t: Term, bounds: encode.Bounds | None = None) -> Term | None:
+    """An integer congruent to t modulo 2^width, or None (`bounds`: narrow.py)."""
+    return _Lifter(bounds).modular(t)
 
 
-def exact(t: Term) -> Term | None:
+def exact(t: Term, bounds: encode.Bounds | None = None) -> Term | None:
     """t's signed value as an integer term, or None when it cannot be shown exact."""
-    return _Lifter().exact(t)
+    return _Lifter(bounds).exact(t)

@@ -32,7 +32,7 @@ import z3
 
 from tilesafe.checkers.obligation import Obligation, Verdict
 from tilesafe.codegen.validate import cfg as cfgmod
-from tilesafe.codegen.validate import encode, lift
+from tilesafe.codegen.validate import encode, lift, narrow
 from tilesafe.codegen.validate import spec as specmod
 from tilesafe.codegen.validate import terms as T
 from tilesafe.codegen.validate.layout_terms import LayoutUnsupported
@@ -597,8 +597,8 @@ class _Validator:
         if code is not None:
             for ev in ptx:
                 t1 = time.monotonic()
-                claim, shown = self.operands(e, ev)
                 hyps = hyps0 + [self.p(ev.pc), e.cond, e.inbounds]
+                claim, shown = self.operands(e, ev, hyps)
                 exact = all(self.loop_exact.get(lid, False) for lid in self.counted(ev))
                 out = self.gate(self.prover.prove(hyps, claim, shown), exact)
                 self.report(f"{label}: operands of PTX line {ev.instr.line}", out, code, span,
@@ -669,9 +669,10 @@ class _Validator:
                 "st": "the store's address differs from the IR's"}.get(
             e.kind, "an operand differs from the IR's")
 
-    def operands(self, e: SpecEvent, ev: Event) -> tuple[Term, dict[str, Term]]:
-        """The claim 'the PTX operands equal the IR's', and the terms a counterexample
-        shows."""
+    def operands(self, e: SpecEvent, ev: Event, hyps: list[Term]
+                 ) -> tuple[Term, dict[str, Term]]:
+        """The claim 'the PTX operands equal the IR's' where `hyps` hold, and the terms a
+        counterexample shows."""
         parts: list[Term] = []
         shown: dict[str, Term] = {}
 
@@ -691,7 +692,8 @@ class _Validator:
             got = self.p(ev.ops["addr"])  # type: ignore[arg-type]
             rest = got.args[1 - got.args.index(base)] if got.op == "add" and base in \
                 got.args else None
-            lifted = lift.modular(rest) if rest is not None else None
+            lifted = lift.modular(rest, narrow.bounds_from(hyps)) if rest is not None \
+                else None
             if lifted is not None:
                 # got = base + rest with rest = lifted (mod 2^64): compare the offsets as
                 # integers modulo 2^64 (lift.py says why this is the same question)

@@ -199,8 +199,11 @@ def _plain_solver() -> z3.Solver:
 def _debug(s: z3.Solver, r: z3.CheckSatResult, width: int, real: bool, bad: Term,
            secs: float) -> None:
     """TILESAFE_VALIDATE_DEBUG=1 prints every query; TILESAFE_VALIDATE_DUMP=DIR also writes
-    those slower than TILESAFE_VALIDATE_SLOW seconds (default 0.5) as SMT-LIB files."""
-    print(f"    query w={width} real={real} {r} {secs:.3f}s {T.show(bad, 3)[:150]}")
+    those slower than TILESAFE_VALIDATE_SLOW seconds (default 0.5) as SMT-LIB files;
+    TILESAFE_VALIDATE_DEPTH / _CHARS widen the printed excerpt of the question."""
+    depth = int(os.environ.get("TILESAFE_VALIDATE_DEPTH", "3"))
+    chars = int(os.environ.get("TILESAFE_VALIDATE_CHARS", "150"))
+    print(f"    query w={width} real={real} {r} {secs:.3f}s {T.show(bad, depth)[:chars]}")
     folder = os.environ.get("TILESAFE_VALIDATE_DUMP")
     if folder and secs > float(os.environ.get("TILESAFE_VALIDATE_SLOW", "0.5")):
         with open(os.path.join(folder, f"q{id(bad)}.smt2"), "w") as fh:

@@ -1,6 +1,7 @@
 """Markdown tables for docs/hardware-runs.md from a device run's JSON files.
 
     python tests/gpu/tables.py RUN_DIR          # bad.json + sanitize.json -> the table
+    python tests/gpu/tables.py RUN_DIR --differential   # good/codegen/fuzz/big -> counts
 
 One row per bad kernel: the code tilesafe reports, what the interpreter does with it, what
 the GPU did when the compiled (--unverified) kernel ran plainly, and what each
@@ -81,5 +82,31 @@ def table(run: Path) -> str:
     return "\n".join(lines)
 
 
+def differential(run: Path) -> str:
+    """One row per kind of differential case: kernels, sizes, seeds and verdicts.
+
+    A row counts what the JSON says, so a case that did not come back bit-exact shows up as
+    its own verdict rather than disappearing from a total."""
+    lines = ["| cases | kernels | size points | seeds | verdicts |",
+             "| --- | --- | --- | --- | --- |"]
+    for kind in ("good", "codegen", "fuzz", "big"):
+        path = run / f"{kind}.json"
+        if not path.exists():
+            continue
+        rows = json.loads(path.read_text())
+        kernels = {r["meta"].get("kernel", r["name"]) for r in rows}
+        points = {(r["meta"].get("kernel"), tuple(sorted(r["meta"].get("sizes", {}).items())))
+                  for r in rows}
+        seeds = {r["meta"].get("seed") for r in rows}
+        verdicts: dict[str, int] = defaultdict(int)
+        for r in rows:
+            verdicts[r["verdict"]] += 1
+        told = ", ".join(f"{v} {n}" for v, n in sorted(verdicts.items()))
+        lines.append(f"| {kind} ({len(rows)}) | {len(kernels)} | {len(points)} | "
+                     f"{len(seeds - {None})} | {told} |")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
-    print(table(Path(sys.argv[1])))
+    run_dir = Path(sys.argv[1])
+    print(differential(run_dir) if "--differential" in sys.argv else table(run_dir))
