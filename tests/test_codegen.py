@@ -76,6 +76,28 @@ def test_compile_cli_writes_ptx_to_stdout_and_json(cli) -> None:
     assert res.code == 0 and '"compiled": true' in res.out
 
 
+def test_ptx_the_validator_does_not_prove_is_withheld(cli, tmp_path, monkeypatch) -> None:
+    """A validation obligation that is not proved (here: planted as unknown) fails the
+    compile and keeps the PTX from being written, unless --unverified asks for it."""
+    from tilesafe.checkers.obligation import Obligation, Verdict
+    from tilesafe.codegen import validate
+
+    def unproved(kernel, ptx):
+        return [Obligation("translation", f"{kernel.name}: planted", Verdict.UNKNOWN,
+                           "test", code="TS721", message="could not be decided: planted")]
+
+    monkeypatch.setattr(validate, "validate_ptx", unproved)
+    good = ROOT / "corpus/good/elementwise.tsk"
+    out = tmp_path / "k.ptx"
+    res = cli("compile", good, "-o", out)
+    assert res.code == 1 and not out.exists()
+    assert "not written" in res.out and "TS721" in res.err
+    res = cli("compile", good)
+    assert res.code == 1 and ".target" not in res.out
+    res = cli("compile", good, "--unverified", "-o", out)
+    assert res.code == 1 and out.exists() and "(UNVERIFIED)" in res.out
+
+
 WIDTHS = """
 kernel w(x: global f32[N], y: global f32[N])
   where N > 0{bound}

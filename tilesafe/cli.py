@@ -269,24 +269,32 @@ def _cmd_compile(args: argparse.Namespace, out: _Out) -> int:
                      "anyway)")
         return FAILED
     ptx = res.compiled.ptx
-    if args.output:
+    failed_validation = [o for o in res.validation if o.failed]
+    # PTX that translation validation did not prove is not handed out as a result (it may
+    # still be wanted for experiments: --unverified writes it, as for unproved kernels)
+    withheld = bool(failed_validation) and not args.unverified
+    if args.output and not withheld:
         try:
             Path(args.output).write_text(ptx, encoding="utf-8")
         except OSError as err:
             raise _Usage(f"cannot write {args.output}: {err.strerror or err}") from None
-    failed_validation = [o for o in res.validation if o.failed]
     if args.format == "json":
         out.json({"path": args.file, "kernel": res.kernel.name, "compiled": True,
                   "unverified": bool(res.failing), "output": args.output,
-                  "ptx": None if args.output else ptx,
+                  "ptx": None if args.output or withheld else ptx,
+                  "withheld": withheld,
                   "smem_bytes": res.compiled.smem_bytes, "block": res.compiled.block,
                   "validation": [report.obligation_record(report.Entry(
                       args.file, res.kernel.name, o)) for o in res.validation]})
     else:
-        if not args.output:
+        if withheld:
+            out.line(f"{args.file}: kernel {res.kernel.name}: PTX not written: translation "
+                     f"validation did not prove {len(failed_validation)} obligation(s) "
+                     "(--unverified writes it anyway)")
+        elif not args.output:
             out.out.write(ptx)
         else:
-            note = " (UNVERIFIED)" if res.failing else ""
+            note = " (UNVERIFIED)" if res.failing or failed_validation else ""
             out.line(f"{args.file}: kernel {res.kernel.name} -> {args.output}{note} "
                      f"({res.compiled.smem_bytes} bytes of shared memory, "
                      f"{res.compiled.block} threads)")
