@@ -64,6 +64,7 @@ REFS = {  # bad kernel -> (sizes, reference of the kernel its bug was planted in
     "ts407": ({"M": 64, "N": 256}, ref_sum),
     "ts430": ({"M": 64, "N": 64}, R.ref_affine_f16),
     "ts303_stage_operand": ({"M": 64, "N": 576}, R.ref_rowdot),
+    "ts408_persistent": ({"M": 384}, R.ref_copy),
 }
 
 
