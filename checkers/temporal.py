@@ -21,8 +21,8 @@ from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend import ir
 from tilesafe.frontend.ir import describe_threads
 from tilesafe.frontend.walk import statements
-from tilesafe.semantics import mbarrier as mb
 from tilesafe.semantics import blockparam, reduce, witness
+from tilesafe.semantics import mbarrier as mb
 from tilesafe.semantics.budget import BUDGET_CODE, Budget
 from tilesafe.semantics.events import (
     Lets,
