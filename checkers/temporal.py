@@ -171,7 +171,7 @@ def counterexample(run: Run, finding: Finding, cfg: Config, mach: Machine) -> di
     return out
 
 
-DEADLOCKS = ("TS406", "TS407", "TS408", "TS410", "TS420")
+DEADLOCKS = ("TS406", "TS407", "TS408", "TS410", "TS420", "TS421")
 
 
 def permission_lines(mach: Machine, state: tuple) -> list[str]:
@@ -232,8 +232,9 @@ def primary(kernel: ir.Kernel, options: CheckOptions) -> Primary | None:
 
 
 # Tie-break between violations reached in equally many steps.
-PRIORITY = ("TS402", "TS405", "TS401", "TS409", "TS404", "TS403", "TS407", "TS408", "TS301",
-            "TS303", "TS305", "TS302", "TS304", "TS406", "TS420", "TS410", "TS307", "TS430")
+PRIORITY = ("TS402", "TS405", "TS401", "TS409", "TS404", "TS411", "TS413", "TS412", "TS403",
+            "TS407", "TS408", "TS301", "TS303", "TS305", "TS302", "TS304", "TS406", "TS420",
+            "TS421", "TS410", "TS307", "TS430")
 
 
 def _depth(f: Finding, mach: Machine) -> int:

@@ -220,6 +220,8 @@ CASES: dict[str, Case] = {
     # persistent: 6 tiles over a grid of 4 (blocks 0, 1 take two tiles, 2, 3 one); the ring
     # of 3 stages wraps inside a tile (4 boxes each) and carries its phase across tiles
     "persistent_ring": Case(ref_copy, {"M": 384}, ({"M": 64}, {"M": 1024})),
+    # the warp_specialized ring with a named-barrier epilogue among the consumers
+    "named_epilogue": Case(ref_matvec, _mn(64, 320), _mns((64, 64), (128, 576))),
     "transpose_swizzled": Case(ref_transpose, _mn(64, 96), _mns((32, 32), (96, 160),
                                                                 (64, 32))),
     "transpose_ragged": Case(ref_transpose, _mn(33, 65), _mns((1, 1), (100, 7), (64, 64))),

@@ -134,9 +134,9 @@ def test_a_ring_that_starts_at_the_block_index_is_not_proved():
     """The ring counter offset by the block: the first wait of block 3 names parity 1 on a
     fresh barrier (it passes before the tile lands). Only some blocks are wrong: the lifted
     search finds one."""
-    k = variant("let g = (t - block.x) / GRID * KT + k\n        let s = g % STAGES\n"
+    k = variant("let g = ((t - block.x) / GRID) * KT + k\n        let s = g % STAGES\n"
                 "        wait full[s] parity (g / STAGES) % 2",
-                "let g = (t - block.x) / GRID * KT + k + block.x\n        let s = g % STAGES\n"
+                "let g = ((t - block.x) / GRID) * KT + k + block.x\n        let s = g % STAGES\n"
                 "        wait full[s] parity (g / STAGES) % 2")
     obs = barrier.check(k, OPTS) + ownership.check(k, OPTS)
     assert not all(o.verdict is Verdict.PROVED for o in obs)
