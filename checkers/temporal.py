@@ -21,8 +21,8 @@ from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend import ir
 from tilesafe.frontend.ir import describe_threads
 from tilesafe.frontend.walk import statements
+from tilesafe.semantics import blockparam, reduce, witness
 from tilesafe.semantics import mbarrier as mb
-from tilesafe.semantics import reduce, witness
 from tilesafe.semantics.budget import BUDGET_CODE, Budget
 from tilesafe.semantics.events import (
     Lets,
@@ -41,6 +41,8 @@ from tilesafe.semantics.explore import (
     trace_lines,
 )
 from tilesafe.semantics.guide import guide_for
+from tilesafe.semantics.interp_error import InterpError
+from tilesafe.semantics.interp_io import check_where
 from tilesafe.semantics.parametric import Config, Enc, Outcome, explore_all
 from tilesafe.semantics.schedule import Guide
 
@@ -104,9 +106,12 @@ def explore(kernel: ir.Kernel, ownership: bool, options: CheckOptions,
     t0 = time.perf_counter()
     budget = budget_for(kernel, options)
     try:
-        model = build_model(kernel, ownership)
+        # A persistent kernel's tile schedule makes trip counts depend on the block: the
+        # block index becomes a size of the one-block model (semantics/blockparam.py).
+        lifted = blockparam.lift(kernel)
+        model = build_model(lifted, ownership)
         # A reduced system that proves the kernel (semantics/reduce.py); else as before.
-        reduced = reduce.prove(kernel, model, options.timeout_ms, budget)
+        reduced = reduce.prove(lifted, model, options.timeout_ms, budget)
         if reduced is not None:
             model, outcome = reduced
         else:
@@ -145,7 +150,10 @@ def concretize(run: Run, finding: Finding, cfg: Config, mach: Machine
 def counterexample(run: Run, finding: Finding, cfg: Config, mach: Machine) -> dict[str, Any]:
     mach, finding, cfg = concretize(run, finding, cfg, mach)
     steps, last, phases = replay(mach, finding.root, finding.path)
-    out: dict[str, Any] = {"sizes": dict(cfg.sizes)}
+    launch, fixed = blockparam.split(mach.k, cfg.sizes)
+    out: dict[str, Any] = {"sizes": launch}
+    if fixed:  # a persistent kernel: the run is that of this block
+        out["block"] = list(blockparam.block_of(mach.k, cfg.sizes, len(mach.k.grid)))
     if cfg.trip is not None:
         out["trip count"] = cfg.trip
     out["trace"] = trace_lines(steps)
@@ -163,7 +171,7 @@ def counterexample(run: Run, finding: Finding, cfg: Config, mach: Machine) -> di
     return out
 
 
-DEADLOCKS = ("TS406", "TS407", "TS408", "TS410", "TS420")
+DEADLOCKS = ("TS406", "TS407", "TS408", "TS410", "TS420", "TS421")
 
 
 def permission_lines(mach: Machine, state: tuple) -> list[str]:
@@ -224,8 +232,9 @@ def primary(kernel: ir.Kernel, options: CheckOptions) -> Primary | None:
 
 
 # Tie-break between violations reached in equally many steps.
-PRIORITY = ("TS402", "TS405", "TS401", "TS409", "TS404", "TS403", "TS407", "TS408", "TS301",
-            "TS303", "TS305", "TS302", "TS304", "TS406", "TS420", "TS410", "TS307", "TS430")
+PRIORITY = ("TS402", "TS405", "TS401", "TS409", "TS404", "TS411", "TS413", "TS412", "TS403",
+            "TS407", "TS408", "TS301", "TS303", "TS305", "TS302", "TS304", "TS406", "TS420",
+            "TS421", "TS410", "TS307", "TS430")
 
 
 def _depth(f: Finding, mach: Machine) -> int:
@@ -496,11 +505,20 @@ def interpreter_guide(kernel: ir.Kernel, options: CheckOptions, code: str | None
     mach, f, cfg = concretize(run, f, cfg, mach)
     w = f.detail.get("witness")
     block = tuple(w["block"]) if w else (0,) * len(kernel.grid)
-    if sizes is not None and dict(sizes) != dict(cfg.sizes):
-        other = Machine(run.model, sizes)
+    lk = run.model.kernel
+    launch, fixed = blockparam.split(lk, cfg.sizes)
+    block = blockparam.block_of(lk, cfg.sizes, len(kernel.grid), block)
+    if sizes is not None and dict(sizes) != launch:
+        # A persistent kernel's run is one block's: the same block of the other launch.
+        full = {**dict(sizes), **{blockparam.AXES[a]: v for a, v in fixed.items()}}
+        try:
+            check_where(lk, full)
+        except InterpError:
+            return None
+        other = Machine(run.model, full)
         steps, _, _ = replay(other, other.initial(), f.path)
         if len(steps) != len(f.path):
             return None
         f = replace(f, root=other.initial())
         return dict(sizes), guide_for(run.model, other, f, block)
-    return dict(cfg.sizes), guide_for(run.model, mach, f, block)
+    return launch, guide_for(run.model, mach, f, block)

@@ -182,6 +182,16 @@ class BarSync(Instr):
 
 
 @dataclass(frozen=True)
+class NamedBar(Instr):
+    """`bar.sync id, count` (arrive and wait) or `bar.arrive id, count` (arrive only)."""
+
+    bar_id: int
+    count: int
+    arrive: bool
+    origin: Span | None = None
+
+
+@dataclass(frozen=True)
 class WarpSync(Instr):
     """The lanes of `mask` (of this thread's warp) converge here."""
 

@@ -213,6 +213,10 @@ class _Lowering(ExprLowering):
         self.emit(lir.BarSync(s.span))
         return scope
 
+    def s_NamedBar(self, s: ir.NamedBar, scope: Scope) -> Scope:
+        self.emit(lir.NamedBar(s.bar_id, s.count, s.arrive, s.span))
+        return scope
+
     def s_Wait(self, s: ir.Wait, scope: Scope) -> Scope:
         bar = self.barrier_address(s.barrier, scope)
         parity = self.narrow(self.int_expr(s.parity, scope), Interval(0, 1))

@@ -415,6 +415,11 @@ class _Printer:
     def i_BarSync(self, i: lir.BarSync) -> None:
         self.ins("bar.sync 0;", i.origin, "sync")
 
+    def i_NamedBar(self, i: lir.NamedBar) -> None:
+        op = "bar.arrive" if i.arrive else "bar.sync"
+        what = "bar_arrive" if i.arrive else "bar_sync"
+        self.ins(f"{op} {i.bar_id}, {i.count};", i.origin, f"{what} {i.bar_id}, {i.count}")
+
     def i_WarpSync(self, i: lir.WarpSync) -> None:
         self.ins(f"bar.warp.sync {self.val(i.mask)};", i.origin, "converge")
 

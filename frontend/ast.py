@@ -281,6 +281,15 @@ class WaitGroup(Stmt):
     read: bool
 
 
+@dataclass(frozen=True)
+class NamedBar(Stmt):
+    """`bar_sync ID, COUNT` (arrive and wait) or `bar_arrive ID, COUNT` (arrive only)."""
+
+    arrive: bool
+    bar_id: Expr
+    count: Expr
+
+
 # ---- kernels ------------------------------------------------------------------------------
 
 

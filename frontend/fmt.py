@@ -189,6 +189,9 @@ def format_simple(s: ast.Stmt) -> str:
         return f"tma_store {s.tensormap}[{_exprs(s.coords)}] <- {_buf(s.src)}"
     if isinstance(s, ast.CommitGroup):
         return "commit_group"
+    if isinstance(s, ast.NamedBar):
+        op = "bar_arrive" if s.arrive else "bar_sync"
+        return f"{op} {format_expr(s.bar_id)}, {format_expr(s.count)}"
     if isinstance(s, ast.WaitGroup):
         return f"wait_group {s.pending}" + (" read" if s.read else "")
     raise TypeError(f"not a simple statement: {type(s).__name__}")

@@ -402,6 +402,20 @@ class WaitGroup(Stmt):
     read: bool
 
 
+NAMED_BARRIERS = 16  # hardware barriers per CTA (ids 0 .. 15); `sync` is bar.sync 0
+
+
+@dataclass(frozen=True)
+class NamedBar(Stmt):
+    """`bar.sync id, count` (arrive = False: arrive and wait for the barrier to complete) or
+    `bar.arrive id, count` (arrive only). A phase of barrier `id` completes when `count`
+    threads have arrived; its waiting threads are released and it is ready for reuse."""
+
+    arrive: bool
+    bar_id: int
+    count: int
+
+
 # ---- declarations ------------------------------------------------------------------------
 
 

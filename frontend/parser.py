@@ -444,6 +444,12 @@ class _ToAst(Transformer):
     def commit_stmt(self, meta, items):
         return ast.CommitGroup(self._s(meta))
 
+    def bar_sync_stmt(self, meta, items):
+        return ast.NamedBar(self._s(meta), False, items[0], items[1])
+
+    def bar_arrive_stmt(self, meta, items):
+        return ast.NamedBar(self._s(meta), True, items[0], items[1])
+
     def wait_group_stmt(self, meta, items):
         read = len(items) > 1 and items[1] is not None
         return ast.WaitGroup(self._s(meta), self._int(items[0]), read)

@@ -479,6 +479,20 @@ class _KernelResolver:
     def s_CommitGroup(self, s: ast.CommitGroup) -> ir.Stmt:
         return ir.CommitGroup(s.span)
 
+    def s_NamedBar(self, s: ast.NamedBar) -> ir.Stmt:
+        what = "bar_arrive" if s.arrive else "bar_sync"
+        bar_id = self.const_int(s.bar_id, f"a {what} barrier id")
+        count = self.const_int(s.count, f"a {what} thread count")
+        if not 0 <= bar_id < ir.NAMED_BARRIERS:
+            self.error(dg.BAD_VALUE, f"barrier id {bar_id} outside 0 .. "
+                       f"{ir.NAMED_BARRIERS - 1} (a block has {ir.NAMED_BARRIERS} named "
+                       "barriers)", s.bar_id.span)
+            bar_id = 0
+        if count < 1:
+            self.error(dg.BAD_VALUE, f"thread count {count} must be positive", s.count.span)
+            count = 32
+        return ir.NamedBar(s.span, s.arrive, bar_id, count)
+
     def s_WaitGroup(self, s: ast.WaitGroup) -> ir.Stmt:
         return ir.WaitGroup(s.span, s.pending, s.read)
 

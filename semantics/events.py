@@ -41,7 +41,7 @@ from tilesafe.semantics import evaluate
 Fn = Callable[[Mapping[str, Any]], Any]
 
 SYNC_STMTS = (ir.Init, ir.Fence, ir.Sync, ir.Wait, ir.Arrive, ir.ExpectTx, ir.TmaLoad,
-              ir.TmaStore, ir.CommitGroup, ir.WaitGroup)
+              ir.TmaStore, ir.CommitGroup, ir.WaitGroup, ir.NamedBar)
 
 
 class Unsupported(Exception):
@@ -362,6 +362,8 @@ class Instr:
     per_warp: bool = False  # arrive ... one per warp: joins the lanes of each warp first
     group: tuple[int, ...] = ()  # classes joined by a per-warp arrive
     pending: int = 0  # wait_group N
+    named: int = -1  # named barrier id (narrive: arrive; nwait: wait for the phase)
+    ncount: int = 0  # the named barrier's thread count
     sync_exprs: tuple[ir.Expr, ...] = ()  # what the parametric argument must check
     lets: Lets = field(default_factory=Lets)
 
@@ -650,6 +652,14 @@ class _Compiler:
             self.emit(Instr("commit", s, ctx, lets=lets))
         elif isinstance(s, ir.WaitGroup):
             self.emit(Instr("wait_group", s, ctx, pending=s.pending, lets=lets))
+        elif isinstance(s, ir.NamedBar):
+            # bar_sync = arrive, then wait until the phase it arrived in completes
+            # (semantics/explore.py, named barriers); bar_arrive = the arrive alone.
+            self.emit(Instr("narrive", s, ctx, count=n, named=s.bar_id, ncount=s.count,
+                            lets=lets))
+            if not s.arrive:
+                self.emit(Instr("nwait", s, ctx, count=n, named=s.bar_id, ncount=s.count,
+                                lets=lets))
 
     def prefix(self, sl: ir.BufferSlice, lets: Lets) -> tuple[tuple[Fn, ...], tuple[ir.Expr, ...]]:
         for p in sl.prefix:

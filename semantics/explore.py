@@ -148,6 +148,20 @@ class Machine:
         # Permissions in integer units of one atom: every share the rules create (a read
         # share 1/(n+1), a phase split among its waiters, a TMA store's half) divides it.
         self.unit = math.lcm(*range(1, self.n + 2)) ** 2 * (1 << 24)
+        # Named barriers (bar_sync / bar_arrive): per id used, the classes arrived in the
+        # current phase (a bit mask, state[9]); a phase completes when the arrived classes
+        # hold `count` threads. Syncers (classes with a bar_sync on the id) get what the
+        # arrivers released (ownership).
+        ids = sorted({ins.named for ag in self.agents for ins in ag.code
+                      if ins.op in ("narrive", "nwait")})
+        self.nidx = {b: i for i, b in enumerate(ids)}
+        self.named_ids = tuple(ids)
+        self.ncounts = tuple(sorted({ins.ncount for ag in self.agents for ins in ag.code
+                                     if ins.op == "narrive" and ins.named == b}) for b in ids)
+        self.uses_sync = any(ins.op == "sync" for ag in self.agents for ins in ag.code)
+        self.nsyncers = tuple(tuple(a for a, ag in enumerate(self.agents)
+                                    if any(ins.op == "nwait" and ins.named == b
+                                           for ins in ag.code)) for b in ids)
         self.read_share = self.unit // (self.n + 1)
         self.fut: list[tuple[tuple[frozenset, frozenset], ...]] = []
         self.static_w: list[tuple[frozenset, ...]] = []
@@ -184,6 +198,8 @@ class Machine:
             return f"barrier {self.labels[k[1]]} (released to {self.agents[k[2]].cls.name})"
         if k[0] == "G":
             return f"finished TMA store of {self.agents[k[1]].cls.name} (not yet waited)"
+        if k[0] == "N":
+            return f"named barrier {self.named_ids[k[1]]} (released by its arrivers)"
         return str(k)
 
     def env(self, a: int, ins: Instr, ctrs: tuple[int, ...]) -> dict[str, Any]:
@@ -468,7 +484,7 @@ class Machine:
                 r: set = set()
                 w: set = set()
                 if ins.op in ("wait", "arrive", "expect_tx", "tma_load", "tma_store", "access",
-                              "init"):
+                              "init", "narrive", "nwait"):
                     for ctrs in self._envs(a, ins):
                         ev = self._evaluate_safe(a, ins, self.env(a, ins, ctrs))
                         if ev is None:
@@ -649,7 +665,8 @@ class Machine:
         lflags = (0,) * self.ninst
         sages = ((),) * self.n
         wins = ((0, 0, 0),) * self.n if self.ownership else ()
-        state = (agents, bars, obs, (), perms, defined, lflags, sages, wins)
+        named = (0,) * len(self.named_ids)
+        state = (agents, bars, obs, (), perms, defined, lflags, sages, wins, named)
         return symmetry.canon(state, self.sym, self.ninst) if self.sym else state
 
     # ---- moves -----------------------------------------------------------------------------
@@ -702,6 +719,8 @@ class Machine:
             if op == "wait":
                 st = bars[ev[1]][0]
                 ok = (not st.initialized) or ev[2] != st.parity
+            elif op == "nwait":
+                ok = not (state[9][self.nidx[ins.named]] >> a) & 1
             elif op == "access" and self.ownership:
                 w = self._claims(state, a, ev)
             elif op == "wait_group":
@@ -736,6 +755,10 @@ class Machine:
         groups and given-back store shares. A class's own holdings are private (only its
         own steps and the joint `sync` change them), so they need no key."""
         op = ins.op
+        if op == "narrive":
+            return (), (("n", self.nidx[ins.named]),)
+        if op == "nwait":
+            return (("n", self.nidx[ins.named]),), ()
         if not self.ownership:
             if op == "wait":
                 return (("b", ev[1]),), ()
@@ -976,6 +999,8 @@ class Machine:
                              f"(line {line}) [{self.bar_text(state, ev[1], phases)}]")
             elif ins.op == "sync":
                 lines.append(f"{name} waits at sync (line {line})")
+            elif ins.op == "nwait":
+                lines.append(f"{name} waits at bar_sync {ins.named} (line {line})")
             elif ins.op == "wait_group":
                 lines.append(f"{name} waits at wait_group {ins.pending} (line {line})")
             elif ins.op == "arrive" and ins.per_warp:
@@ -1036,6 +1061,20 @@ class Machine:
         TS410 otherwise."""
         codes = []
         live = [a for a in range(self.n) if self.instr(state, a).op != END]
+        if any(self.instr(state, a).op == "nwait" for a in live) and all(
+                self.instr(state, a).op in ("nwait", "sync") for a in live):
+            lines = []
+            for a in live:
+                ins = self.instr(state, a)
+                if ins.op == "nwait":
+                    i = self.nidx[ins.named]
+                    got = sum(self.agents[c].cls.size for c in range(self.n)
+                              if (state[9][i] >> c) & 1)
+                    lines.append(f"{self.agents[a].cls.name} waits at bar_sync {ins.named} "
+                                 f"({got} of {ins.ncount} threads arrived)")
+            done = [self.agents[a].cls.describe() for a in range(self.n) if a not in live]
+            return "TS421", ("named barrier never completes: " + "; ".join(lines) +
+                             ("; " + ", ".join(done) + " finished" if done else ""))
         if all(self.instr(state, a).op == "sync" for a in live):
             done = [self.agents[a].cls.describe() for a in range(self.n) if a not in live]
             return "TS420", ("every blocked thread waits at sync, but " +
@@ -1086,13 +1125,14 @@ class _Mut:
         self.lflags = list(state[6])
         self.sages = list(state[7])
         self.wins = list(state[8])
+        self.named = list(state[9])
         self.soft: _Error | None = None
         self.rec = rec
 
     def freeze(self) -> tuple:
         return (tuple(self.agents), tuple(self.bars), tuple(self.obs),
                 tuple(sorted(self.copies)), tuple(self.perms), tuple(self.defined),
-                tuple(self.lflags), tuple(self.sages), tuple(self.wins))
+                tuple(self.lflags), tuple(self.sages), tuple(self.wins), tuple(self.named))
 
     def note(self, **kw: Any) -> None:
         if self.rec is not None:
@@ -1321,6 +1361,89 @@ class _Mut:
 
     def op_sync(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
         raise AssertionError("sync is a joint move")
+
+    def op_narrive(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
+        """bar.arrive / the arrive of bar.sync: the class's threads count towards the
+        current phase of the named barrier; its accesses are published and what it holds
+        is released to the barrier (handed to the syncers when the phase completes)."""
+        m = self.m
+        i = m.nidx[ins.named]
+        mask = self.named[i]
+        name = m.agents[a].cls.name
+        what = f"{'bar_sync' if ins.op == 'narrive' and not ins.stmt.arrive else 'bar_arrive'}"
+        if ins.ncount % 32 or ins.ncount > m.k.block:
+            raise _Error("TS411", f"{what} {ins.named}, {ins.ncount}: the thread count must be "
+                         f"a multiple of 32 (whole warps) and at most the block's "
+                         f"{m.k.block}", span)
+        if len(m.ncounts[i]) > 1:
+            raise _Error("TS413", f"barrier id {ins.named} is used with thread counts "
+                         f"{', '.join(map(str, m.ncounts[i]))}: two synchronisations share "
+                         "one id (their arrivals mix into one phase)", span)
+        if ins.named == 0 and m.uses_sync and ins.ncount != m.k.block:
+            raise _Error("TS413", f"{what} 0, {ins.ncount}: barrier 0 is the block-wide "
+                         "barrier `sync` uses (bar.sync 0 for every thread); give this "
+                         "synchronisation an id of its own", span)
+        for b in range(m.n):
+            if b == a or (mask >> b) & 1:
+                continue
+            bins = m.agents[b].code[self.agents[b][0]]
+            if bins.op == "narrive" and bins.named == ins.named:
+                both = sum(m.agents[c].cls.size for c in range(m.n)
+                           if (mask >> c) & 1 or c in (a, b))
+                if both > ins.ncount:
+                    raise _Error("TS413", f"{name} and {m.agents[b].cls.name} arrive at "
+                                 f"barrier id {ins.named} (count {ins.ncount}) at the same "
+                                 f"time, {both} threads for one phase: the hardware mixes "
+                                 "their warps into one phase -- two synchronisations share "
+                                 "one id", span)
+        if (mask >> a) & 1:
+            raise _Error("TS412", f"{name} arrives at named barrier {ins.named} twice in one "
+                         f"phase (count {ins.ncount}): the barrier completes without the "
+                         "threads it was meant to wait for", span)
+        self.release(a)
+        if m.ownership:
+            for x in range(len(m.atom_mask)):
+                h = self.holders(x)
+                mine = h.pop(("A", a), 0)
+                if mine:
+                    h[("N", i)] = h.get(("N", i), 0) + mine
+                    self.set_holders(x, h)
+            self.publish(a)
+        mask |= 1 << a
+        arrived = sum(m.agents[c].cls.size for c in range(m.n) if (mask >> c) & 1)
+        if arrived > ins.ncount:
+            raise _Error("TS412", f"{arrived} threads arrive at named barrier {ins.named} "
+                         f"in one phase but its count is {ins.ncount}", span)
+        if arrived == ins.ncount:
+            mask = 0
+            self.named_complete(i, span)
+        self.named[i] = mask
+
+    def named_complete(self, i: int, span: Span | None) -> None:
+        """A phase of a named barrier completes: what its arrivers released is split
+        equally among the classes that wait on it (bar_sync); with none, it stays with the
+        barrier (no thread is ordered after the arrivers)."""
+        m = self.m
+        syncers = m.nsyncers[i]
+        if not m.ownership or not syncers:
+            return
+        for x in range(len(m.atom_mask)):
+            h = self.holders(x)
+            pool = h.pop(("N", i), 0)
+            if not pool:
+                continue
+            share, rest = divmod(pool, len(syncers))
+            if rest:
+                raise Unsupported("a permission split is not exact in the chosen unit")
+            for c in syncers:
+                h[("A", c)] = h.get(("A", c), 0) + share
+            self.set_holders(x, h)
+
+    def op_nwait(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
+        """The phase the class arrived in has completed: every thread of the class (and
+        of every class that arrived) arrived before any passes, so its threads are ordered."""
+        if self.m.ownership:
+            self.wins[a] = (0, 0, 0)
 
     def op_wait(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
         m = self.m

@@ -13,8 +13,10 @@ copy-engine operation (semantics/schedule.py follows the result).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from tilesafe.frontend.walk import statements
+from tilesafe.semantics import blockparam
 from tilesafe.semantics.events import Agent, Model
 from tilesafe.semantics.explore import CannotMove, Finding, Machine, _Error
 from tilesafe.semantics.schedule import Guide, GuideStep
@@ -22,24 +24,30 @@ from tilesafe.semantics.schedule import Guide, GuideStep
 CONTROL = ("enter", "next", "branch", "jump", "end")
 
 
-def unit_statements(agent: Agent) -> tuple[frozenset[int], dict[int, int]]:
+def unit_statements(agent: Agent, kernel: Any = None) -> tuple[frozenset[int], dict[int, int]]:
     """The ids of a class's unit statements, and for every statement inside one the id of
-    the innermost unit statement containing it."""
+    the innermost unit statement containing it. With `kernel` (the model's), ids of a
+    persistent kernel's lifted statements are those of the statements the interpreter runs
+    (semantics/blockparam.py)."""
     units = {ins.stmt for ins in agent.code if ins.op not in CONTROL and ins.stmt is not None}
-    ids = frozenset(id(s) for s in units)
+
+    def oid(s: Any) -> int:
+        return id(s) if kernel is None else blockparam.origin_id(kernel, id(s))
+
+    ids = frozenset(oid(s) for s in units)
     inside: dict[int, int] = {}
     # Outer units first, so that nested ones (an `if` whose condition reads shared memory,
     # around units of its own) override for their statements.
     for u in sorted(units, key=lambda s: -sum(1 for _ in statements((s,)))):
         for sub in statements((u,)):
-            inside[id(sub)] = id(u)
+            inside[oid(sub)] = oid(u)
     return ids, inside
 
 
 def guide_for(model: Model, mach: Machine, finding: Finding,
               block: tuple[int, ...]) -> Guide:
     """The finding's run (from the start of the kernel, on `mach`) as a Guide for `block`."""
-    per_class = [unit_statements(ag) for ag in model.agents]
+    per_class = [unit_statements(ag, model.kernel) for ag in model.agents]
     units: dict[int, frozenset[int]] = {}
     unit_of: dict[int, Mapping[int, int]] = {}
     for ag, (ids, inside) in zip(model.agents, per_class, strict=True):

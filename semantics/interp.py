@@ -315,6 +315,10 @@ class _Block:
             self.fenced[b.name] = [False] * b.instances
         self.sync_count = 0
         self.sync_gen = 0
+        # Named barriers: id -> [threads arrived in the current phase, phase, its count,
+        # the threads that arrived in it]
+        self.named: dict[int, list] = {}
+        self.uses_sync = any(isinstance(s, ir.Sync) for s in statements(self.kernel.body))
         self.copies: list[_Copy] = []
         self.note: str | None = None
         self.threads = [_Thread(i) for i in range(self.nthreads)]
@@ -561,8 +565,11 @@ class _Block:
                  for (role, what), tids in sorted(groups.items(), key=lambda kv: kv[1][0])]
         finished = [t.tid for t in self.threads if t.done]
         all_sync = all(isinstance(self.threads[tid].pending.stmt, ir.Sync) for tid in blocked)
-        code = E.SYNC_DEADLOCK if all_sync else E.DEADLOCK
-        head = "deadlock at sync" if all_sync else "deadlock"
+        all_named = all(isinstance(self.threads[tid].pending.stmt, (ir.Sync, ir.NamedBar))
+                        for tid in blocked)
+        code = E.SYNC_DEADLOCK if all_sync else E.NAMED_DEADLOCK if all_named else E.DEADLOCK
+        head = ("deadlock at sync" if all_sync else "deadlock at named barriers" if all_named
+                else "deadlock")
         tail = f"; {describe_threads(finished)} finished" if finished else ""
         first = self.threads[blocked[0]].pending.stmt
         return self.err(code, f"{head}: " + "; ".join(lines) + tail, first.span, None,
@@ -987,6 +994,46 @@ class _Compiler:
                             f"{blk.nthreads} threads arrived)")
 
         return _EFFECT, s, sync
+
+    def s_NamedBar(self, s: ir.NamedBar, role):
+        blk, rname = self.b, role.name if role else "block"
+        what = "bar_arrive" if s.arrive else "bar_sync"
+
+        def named(t: _Thread) -> _Blocker | None:
+            t.unfenced.clear()  # a release, as at sync
+            if s.count % 32 or s.count > blk.nthreads:
+                raise blk.err(E.NAMED_COUNT, f"{what} {s.bar_id}, {s.count}: the thread count "
+                              f"must be a multiple of 32 and at most the block's "
+                              f"{blk.nthreads}", s.span, t)
+            if s.bar_id == 0 and blk.uses_sync and s.count != blk.nthreads:
+                raise blk.err(E.NAMED_COLLISION, f"{what} 0, {s.count}: barrier 0 is the "
+                              "block-wide barrier `sync` uses (bar.sync 0 for every thread)",
+                              s.span, t)
+            st = blk.named.setdefault(s.bar_id, [0, 0, s.count, set()])
+            if st[0] and st[2] != s.count:
+                raise blk.err(E.NAMED_COLLISION, f"{what} {s.bar_id}, {s.count} while a phase "
+                              f"of barrier {s.bar_id} with count {st[2]} is in progress "
+                              f"({st[0]} threads arrived): two uses share one id",
+                              s.span, t)
+            if t.tid in st[3]:
+                raise blk.err(E.NAMED_MISMATCH, f"thread arrives twice in one phase of "
+                              f"barrier {s.bar_id} (count {st[2]}, {st[0]} arrivals): more "
+                              "threads arrive than it counts, or an arrive ran a phase "
+                              "ahead", s.span, t)
+            st[2] = s.count
+            st[0] += 1
+            st[3].add(t.tid)
+            gen = st[1]
+            if st[0] == st[2]:
+                st[0], st[1], st[3] = 0, st[1] + 1, set()
+                return None
+            if s.arrive:
+                return None
+            return _Blocker(s, rname, ("named", s.bar_id, gen), lambda: st[1] != gen,
+                            lambda: f"wait at bar_sync {s.bar_id} (line {s.span.line}; "
+                            f"{st[0]} of {st[2]} threads arrived)")
+
+        return _EFFECT, s, named
 
     def s_Wait(self, s: ir.Wait, role):
         blk, name, rname = self.b, s.barrier.name, role.name if role else "block"

@@ -52,7 +52,7 @@ from tilesafe.frontend.walk import loads, own_exprs, statements
 from tilesafe.semantics.events import Lets, expr_key, free_vars, has_sync
 
 J_NAME = "J__ring"
-BANNED = (ir.Sync, ir.CommitGroup, ir.WaitGroup, ir.TmaStore, ir.Init)
+BANNED = (ir.Sync, ir.CommitGroup, ir.WaitGroup, ir.TmaStore, ir.Init, ir.NamedBar)
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,10 @@ def signature(ag: Agent) -> tuple | None:
 
 
 def groups(agents: tuple[Agent, ...]) -> tuple[tuple[int, ...], ...]:
-    """Classes with equal signatures, in groups of two or more."""
+    """Classes with equal signatures, in groups of two or more. None in a kernel with named
+    barriers: their state names classes (bit masks) that the renaming does not follow."""
+    if any(ins.op in ("narrive", "nwait") for ag in agents for ins in ag.code):
+        return ()
     by: dict[tuple, list[int]] = {}
     for a, ag in enumerate(agents):
         sig = signature(ag)
@@ -79,7 +82,7 @@ def same_event(ea: tuple, eb: tuple) -> bool:
 
 def canon(state: tuple, grps: tuple[tuple[int, ...], ...], ninst: int) -> tuple:
     """The representative of the state's orbit: see the module docstring."""
-    agents, bars, obs, copies, perms, defined, lflags, sages, wins = state
+    agents, bars, obs, copies, perms, defined, lflags, sages, wins = state[:9]
     mp: dict[int, int] = {}
     for g in grps:
         keys = sorted((agents[a], obs[a * ninst:(a + 1) * ninst], sages[a],
@@ -107,7 +110,7 @@ def canon(state: tuple, grps: tuple[tuple[int, ...], ...], ninst: int) -> tuple:
     new_copies = tuple(sorted(c if c[0] != "S" else (c[0], r(c[1])) + c[2:] for c in copies))
     new_perms = tuple(_perm(p, r) for p in perms) if perms else perms
     return (tuple(new_agents), new_bars, tuple(new_obs), new_copies, new_perms, defined,
-            lflags, tuple(new_sages), tuple(new_wins))
+            lflags, tuple(new_sages), tuple(new_wins)) + state[9:]
 
 
 def _perm(p: tuple, r) -> tuple:

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from tilesafe.semantics import blockparam
 from tilesafe.semantics import footprint as fpm
 from tilesafe.semantics.budget import Budget, BudgetExceeded
 from tilesafe.semantics.events import Model
@@ -188,7 +189,7 @@ def confirm(model: Model, finding: Finding, launches: list[dict[str, int]],
         mach = Machine(model, sizes)
         if not _replays(mach, finding):
             continue
-        for block in _blocks(grid):
+        for block in blockparam.blocks(model.kernel, sizes, _blocks(grid)):
             if budget is not None:
                 budget.charge(len(finding.path))
             hit = _Shadow(mach, block).run(finding)

@@ -157,6 +157,11 @@ def ref_affine_f16(s: Sizes, x: Arrays) -> Arrays:
     return {"dst": to_f16(f32(x["src"]) * F32(0.5) + F32(1.0))}
 
 
+def ref_double(s: Sizes, x: Arrays) -> Arrays:
+    """named_handoff: y = 2 x (f32)."""
+    return {"y": (F32(2.0) * f32(x["x"])).astype(F32)}
+
+
 def ref_saxpy(s: Sizes, x: Arrays) -> Arrays:
     """elementwise: z = (a * x) + y, each operation rounded to f32."""
     prod = f32(x["a"])[0] * f32(x["x"])
@@ -217,6 +222,13 @@ CASES: dict[str, Case] = {
     # 5 tiles through 4 stages
     "warp_specialized": Case(ref_matvec, _mn(64, 320), _mns((64, 64), (192, 128),
                                                             (128, 576))),
+    # persistent: 6 tiles over a grid of 4 (blocks 0, 1 take two tiles, 2, 3 one); the ring
+    # of 3 stages wraps inside a tile (4 boxes each) and carries its phase across tiles
+    "persistent_ring": Case(ref_copy, {"M": 384}, ({"M": 64}, {"M": 1024})),
+    # the warp_specialized ring with a named-barrier epilogue among the consumers
+    "named_epilogue": Case(ref_matvec, _mn(64, 320), _mns((64, 64), (128, 576))),
+    # 3 segments through the one-buffer ping-pong of two named barriers
+    "named_handoff": Case(ref_double, _mn(2, 384), _mns((1, 128), (3, 640))),
     "transpose_swizzled": Case(ref_transpose, _mn(64, 96), _mns((32, 32), (96, 160),
                                                                 (64, 32))),
     "transpose_ragged": Case(ref_transpose, _mn(33, 65), _mns((1, 1), (100, 7), (64, 64))),

@@ -51,6 +51,18 @@ def ref_sum(s, x):
     return {"dst": R.to_f16(R.f32(x["a"]) + R.f32(x["b"]))}
 
 
+def ref_matvec_halves(s, x):
+    """ts413 (fixed): the warp_specialized partials, y0 = p0 + p1, y1 = p2 + p3."""
+    a, v = R.f32(x["a"]), R.f32(x["x"])
+    acc = np.zeros((s["M"], 4), np.float32)
+    quarters = np.arange(4) * 16
+    for k in range(s["N"] // 64):
+        for j in range(16):
+            cols = k * 64 + quarters + j
+            acc = acc + a[:, cols] * v[cols]
+    return {"y0": acc[:, 0] + acc[:, 1], "y1": acc[:, 2] + acc[:, 3]}
+
+
 COPY = ({"M": 64, "N": 256}, R.ref_copy)
 REFS = {  # bad kernel -> (sizes, reference of the kernel its bug was planted in)
     "ts301": ({"M": 64, "N": 64}, R.ref_affine_f16),
@@ -64,6 +76,12 @@ REFS = {  # bad kernel -> (sizes, reference of the kernel its bug was planted in
     "ts407": ({"M": 64, "N": 256}, ref_sum),
     "ts430": ({"M": 64, "N": 64}, R.ref_affine_f16),
     "ts303_stage_operand": ({"M": 64, "N": 576}, R.ref_rowdot),
+    "ts408_persistent": ({"M": 384}, R.ref_copy),
+    "ts411_named": ({"M": 64, "N": 320}, R.ref_matvec),
+    "ts413_named_barrier_id_shared": ({"M": 64, "N": 320}, ref_matvec_halves),
+    "ts413_named_barrier_id_zero": ({"M": 64, "N": 320}, R.ref_matvec),
+    "ts302_named": ({"M": 2, "N": 384}, R.ref_double),
+    "ts421_named": ({"M": 64, "N": 320}, R.ref_matvec),
 }
 
 

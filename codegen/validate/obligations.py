@@ -66,12 +66,15 @@ CODES = {
 KIND = {"ld": "ld", "st": "st", "mbar.init": "mbar.init", "mbar.arrive": "mbar.arrive",
         "mbar.expect_tx": "mbar.expect_tx", "mbar.wait": "mbar.wait",
         "fence.mbarrier_init": "fence.mbarrier_init", "fence.proxy_async": "fence.proxy_async",
-        "bar.sync": "bar.sync", "bar.warp.sync": "converge", "tma.load": "tma.load",
+        "bar.sync": "bar.sync", "bar.arrive": "bar.arrive", "bar.warp.sync": "converge",
+        "tma.load": "tma.load",
         "tma.store": "tma.store", "commit": "commit", "wait_group": "wait_group"}
 OPERAND_CODE = {"ld": ADDRESS, "st": ADDRESS, "mbar.init": MBARRIER, "mbar.arrive": MBARRIER,
                 "mbar.expect_tx": MBARRIER, "mbar.wait": MBARRIER, "tma.load": TMA,
-                "tma.store": TMA, "converge": SYNC, "bar.sync": SYNC, "wait_group": SYNC}
-ONCE_KINDS = {"st", "mbar.init", "mbar.arrive", "mbar.expect_tx", "bar.sync", "converge",
+                "tma.store": TMA, "converge": SYNC, "bar.sync": SYNC, "bar.arrive": SYNC,
+                "wait_group": SYNC}
+ONCE_KINDS = {"st", "mbar.init", "mbar.arrive", "mbar.expect_tx", "bar.sync", "bar.arrive",
+              "converge",
               "tma.load", "tma.store", "commit", "wait_group"}
 _MEMORY_OPS = {"ld", "st", "atom", "red", "mbarrier", "cp", "bar", "barrier", "fence", "membar",
                "elect", "prefetch", "tensormap"}
@@ -739,10 +742,18 @@ class _Validator:
                 same("mbarrier", ev.ops["bar"], e.ops["bar"])  # type: ignore[arg-type]
         elif k == "converge":
             same("lane mask", ev.ops["mask"], e.ops["mask"])  # type: ignore[arg-type]
-        elif k == "bar.sync":
-            same("barrier id", ev.ops["id"], T.const_int(0))  # type: ignore[arg-type]
-            if "count" in ev.ops:
-                same("thread count", ev.ops["count"], T.const_int(self.k.block))  # type: ignore
+        elif k in ("bar.sync", "bar.arrive"):
+            # `sync` is bar.sync 0 over the block; a named barrier names its id and count.
+            want_id = e.ops.get("id", 0)
+            same("barrier id", ev.ops["id"], T.const_int(want_id))  # type: ignore[arg-type]
+            want = e.ops.get("count")
+            if "count" in ev.ops or want is not None:
+                if "count" not in ev.ops:
+                    parts.append(T.FALSE)  # bar.sync without a count: the whole block
+                    shown["IR thread count"] = T.const_int(want)
+                else:
+                    same("thread count", ev.ops["count"],  # type: ignore[arg-type]
+                         T.const_int(self.k.block if want is None else want))
         return T.and_(*parts), shown
 
     # -- ld.global.nc -----------------------------------------------------------------------

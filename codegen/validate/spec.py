@@ -509,6 +509,12 @@ class Spec:
         self.emit("bar.sync", s, ctx, [], "sync", id=0)
         return ctx
 
+    def s_NamedBar(self, s: ir.NamedBar, ctx: _Ctx) -> _Ctx:
+        kind = "bar.arrive" if s.arrive else "bar.sync"
+        what = f"{'bar_arrive' if s.arrive else 'bar_sync'} {s.bar_id}, {s.count}"
+        self.emit(kind, s, ctx, [], what, id=s.bar_id, count=s.count)
+        return ctx
+
     def s_Wait(self, s: ir.Wait, ctx: _Ctx) -> _Ctx:
         conds: list[Term] = []
         addr, inb = self.barrier(s.barrier, ctx, conds)

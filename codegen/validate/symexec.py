@@ -802,6 +802,9 @@ class Executor:
             if len(o) == 2:
                 ops["count"] = self.read(o[1], regs, 32, ins)
             self.event(ins, "bar.sync", pc, loops, **ops)
+        elif p[1:] == ("arrive",) and len(o) == 2:
+            self.event(ins, "bar.arrive", pc, loops, id=self.read(o[0], regs, 32, ins),
+                       count=self.read(o[1], regs, 32, ins))
         elif p[1:] == ("warp", "sync") and len(o) == 1:
             self.event(ins, "bar.warp.sync", pc, loops, mask=self.read(o[0], regs, 32, ins))
         else:
