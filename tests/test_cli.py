@@ -101,7 +101,8 @@ def test_lint_json_records(cli, tsk):
     r = cli("lint", "--format", "json", path)
     assert r.code == 2
     recs = json.loads(r.out)
-    assert recs == [{"kind": "diagnostic", "path": str(path), "line": 4, "col": 30, "end_line": 4, "end_col": 31,
+    assert recs == [{"kind": "diagnostic", "path": str(path), "line": 4, "col": 30,
+                     "end_line": 4, "end_col": 31,
                      "code": "TS026", "severity": "error",
                      "message": "block size 0 is not in 1..1024", "hint": None}]
 

@@ -10,11 +10,11 @@ import json
 import re
 import subprocess
 import sys
-import tomllib
 import types
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from tilesafe.checkers import registry
 from tilesafe.checkers.obligation import Obligation, Severity, Verdict
