@@ -422,10 +422,11 @@ def _only(text: str | None) -> tuple[str, ...] | None:
     return only
 
 
-def verify_entries(args: argparse.Namespace, out: _Out
+def verify_entries(args: argparse.Namespace, out: _Out, recorder: Any = None
                    ) -> tuple[list[Any], list[Diagnostic]]:
     """Every obligation of every kernel of the inputs (and the diagnostics of the files
-    that do not load): what `verify` and `report` share."""
+    that do not load): what `verify` and `report` share. A certificate `recorder` is told
+    which kernel the searches that follow belong to."""
     from tilesafe import api
     from tilesafe.proofs import report
 
@@ -440,6 +441,8 @@ def verify_entries(args: argparse.Namespace, out: _Out
             diags.extend(err.diagnostics)
             continue
         for kernel in program.kernels:
+            if recorder is not None:
+                recorder.kernel(path, kernel.name)
             for o in api.verify_kernel(kernel, options, only):
                 entries.append(report.Entry(path, kernel.name, o))
     return entries, diags
@@ -455,7 +458,7 @@ def _cmd_verify(args: argparse.Namespace, out: _Out) -> int:
         from tilesafe.proofs.certificates import recording
 
         with recording() as recorder:
-            entries, diags = verify_entries(args, out)
+            entries, diags = verify_entries(args, out, recorder)
     else:
         entries, diags = verify_entries(args, out)
     if args.format == "json":
