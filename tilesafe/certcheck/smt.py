@@ -16,6 +16,8 @@ def solve(text: str, timeout_s: float = 60.0) -> str:
         import cvc5
     except ModuleNotFoundError as err:
         raise SolverMissing("cvc5 is not installed (pip install cvc5)") from err
+    # the expected answer is compared by the caller; cvc5 would turn a mismatch into an error
+    text = re.sub(r"\(\s*set-info\s+:status\s+\w+\s*\)", "", text)
     if not re.search(r"\(\s*set-logic\b", text):
         text = "(set-logic ALL)\n" + text  # z3 writes none; ALL is what cvc5 assumes
     tm = cvc5.TermManager()
