@@ -218,11 +218,42 @@ def bank_heatmap(o: Obligation) -> str | None:
                           f"conflict on bank {worst}", counts, worst)
 
 
+def _size_value(e: ir.Expr, sizes: Mapping[str, int]) -> int:
+    """A tensor extent at concrete sizes (shapes are affine in the sizes)."""
+    if isinstance(e, ir.IntConst):
+        return e.value
+    if isinstance(e, ir.SizeVar):
+        return int(sizes[e.name])
+    if isinstance(e, ir.BinOp):
+        a, b = _size_value(e.lhs, sizes), _size_value(e.rhs, sizes)
+        ops = {"+": a + b, "-": a - b, "*": a * b}
+        if e.op in ops:
+            return ops[e.op]
+        if e.op in ("/", "%") and b:
+            return a // b if e.op == "/" else a % b
+    raise ValueError(f"no value for {e}")
+
+
+def _tensor_shape(o: Obligation, kernel: ir.Kernel, sizes: Mapping[str, int]) -> list[int] | None:
+    """The shape at `sizes` of the tensor an obligation names (`... <tensor> written ...`)."""
+    for t in kernel.params:
+        if re.search(rf"\b{re.escape(t.name)}\b", o.name.split(": ", 1)[-1]):
+            try:
+                return [_size_value(d, sizes) for d in t.shape]
+            except (ValueError, KeyError):
+                return None
+    return None
+
+
 def index_picture(o: Obligation, kernel: ir.Kernel) -> str | None:
     """An access counterexample on its tensor: the tensor's extent at the counterexample's
-    sizes and, in red, the element it names (outside the box when out of bounds)."""
+    sizes and, in red, the element it names (outside the box when out of bounds; written
+    twice; never written)."""
     cex = o.counterexample or {}
-    index, shape = cex.get("index"), cex.get("shape")
+    index = cex.get("index", cex.get("element"))
+    shape = cex.get("shape")
+    if shape is None and isinstance(cex.get("sizes"), Mapping):
+        shape = _tensor_shape(o, kernel, cex["sizes"])
     if not isinstance(index, (list, tuple)) or not isinstance(shape, (list, tuple)):
         return None
     if not index or len(index) != len(shape):
@@ -268,7 +299,8 @@ def pictures_for(o: Obligation, kernel: ir.Kernel | None) -> list[str]:
 def sizes_table(cex: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The counterexample's sizes, block, thread and loop values, for a table."""
     keep = ("sizes", "block", "thread", "threads", "warp", "loops", "iteration", "trip count",
-            "index", "shape", "coord", "stage", "region", "statement", "bytes")
+            "index", "element", "shape", "coord", "stage", "region", "statement", "bytes",
+            "writer1", "writer2", "instance", "layout_byte", "tma_byte")
     rows = []
     for k in keep:
         if k in cex:
