@@ -223,3 +223,13 @@ def test_whole_corpus_report_renders(tmp_path):
     for f in files:
         assert str(f.relative_to(ROOT)) in html or str(f) in html, f.name
     assert dom.stdout.count('<svg class="pic"') == html.count('<svg class="pic"')
+
+
+def test_lexer_is_a_pygments_plugin():
+    """pyproject registers it (entry point pygments.lexers), so docs and editors find it."""
+    from pygments.lexers import get_lexer_by_name, get_lexer_for_filename
+
+    from tilesafe.report.lexer import TskLexer
+
+    assert isinstance(get_lexer_by_name("tsk"), TskLexer)
+    assert isinstance(get_lexer_for_filename("kernel.tsk"), TskLexer)
