@@ -55,6 +55,7 @@ class Graph:
     machine: Any
     por: bool
     labels: list[str]
+    ownership: bool = False
     ids: dict = field(default_factory=dict)
     states: list[dict[str, Any]] = field(default_factory=list)
     edges: list[list[Any]] = field(default_factory=list)
@@ -94,6 +95,7 @@ class Graph:
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": "mbarrier-state-graph", "barriers": self.labels,
+                "checker": "ownership" if self.ownership else "barrier",
                 "partial_order_reduction": self.por, "complete": not self.overflow,
                 "roots": self.roots, "states": self.states, "edges": self.edges}
 
@@ -109,7 +111,7 @@ class Recorder:
         self.current = (path, name)
 
     def begin(self, machine: Any, roots: Sequence[tuple], por: bool) -> Graph:
-        g = Graph(machine, por, list(machine.labels))
+        g = Graph(machine, por, list(machine.labels), bool(getattr(machine, "ownership", False)))
         g.roots = [g._id(r) for r in roots]
         if self.current is not None:
             self.graphs.setdefault(self.current, []).append(g)
@@ -176,13 +178,17 @@ def presburger_query(entry: Entry) -> Query | None:
         asserts = [enc.set(target, ys), enc.set(written.complement(), ys)]
         question = "is some element of `target` not `written`?"
         sets = {"T": ev["target"], "W": ev["written"], "Q": "T - W"}
-    elif "extent" in ev and "where" in ev:  # grid extents
+    elif "extent" in ev and "where" in ev:  # grid extents: "at least 1" / "at most LIMIT"
+        bound = re.search(r"at (least|most) (\d+)", o.name)
+        if bound is None:
+            return None
         ext, where = isl.Map(ev["extent"]), isl.Set(ev["where"])
         (e,) = enc.tuple_vars("e", 1)
-        bad = f"(< {e} 1)" if "limit" not in ev else f"(> {e} {int(ev['limit'])})"
+        least, limit = bound.group(1) == "least", int(bound.group(2))
+        bad = f"(< {e} {limit})" if least else f"(> {e} {limit})"
         asserts = [enc.set(where, []), enc.map(ext, [], [e]), bad]
-        question = ("does some size allowed by `where` give an extent "
-                    + ("below 1?" if "limit" not in ev else f"above {ev['limit']}?"))
+        question = (f"does some size allowed by `where` give an extent "
+                    f"{'below' if least else 'above'} {limit}?")
         sets = {"where": ev["where"], "extent": ev["extent"]}
     elif "map" in ev and "collisions" in ev:  # layout injective
         # With a lemma (a swizzle is a bijection of offsets), ISL decided the inner
@@ -238,7 +244,6 @@ def write_certificates(directory: str | Path, entries: Sequence[Entry],
     manifest: list[dict[str, Any]] = []
     files = 0
     kernel_dirs: dict[tuple[str, str], Path] = {}
-    temporal_files: dict[tuple[str, str], list[dict[str, str]]] = {}
 
     def kdir(path: str, kernel: str) -> Path:
         key = (path, kernel)
@@ -254,10 +259,20 @@ def write_certificates(directory: str | Path, entries: Sequence[Entry],
         files += 1
         return str(path.relative_to(root))
 
-    def temporal(entry: Entry) -> list[dict[str, str]]:
+    # A protocol graph is claimed safe only when every temporal property its checker
+    # reports for the kernel is proved; otherwise it holds a violation and is only legal.
+    safe: dict[tuple[str, str, str], bool] = {}
+    for e in entries:
+        if _temporal_key(e):
+            k3 = (e.path, e.kernel, e.obligation.checker)
+            safe[k3] = safe.get(k3, True) and e.obligation.verdict is Verdict.PROVED
+    shared: dict[tuple[str, str], list[dict[str, str]]] = {}
+
+    def kernel_files(entry: Entry) -> list[dict[str, str]]:
+        """The SMT queries and periodicity facts of the kernel's argument (written once)."""
         key = (entry.path, entry.kernel)
-        if key in temporal_files:
-            return temporal_files[key]
+        if key in shared:
+            return shared[key]
         d = kdir(*key) / "temporal"
         d.mkdir(exist_ok=True)
         out: list[dict[str, str]] = []
@@ -273,11 +288,19 @@ def write_certificates(directory: str | Path, entries: Sequence[Entry],
                "states": json_safe(ev.get("states explored (with partial-order reduction)"))}
         out.append({"file": write(d / "periodicity.json", json.dumps(arg, indent=1)),
                     "format": "facts", "expect": "informational"})
-        for i, g in enumerate(recorder.graphs.get(key, []) if recorder else []):
+        graphs = recorder.graphs.get(key, []) if recorder else []
+        for i, g in enumerate(graphs):
+            checker = "ownership" if g.ownership else "barrier"
+            expect = "safe" if safe.get((*key, checker), False) else "legal"
             out.append({"file": write(d / f"graph-{i:03d}.json", json.dumps(g.to_json())),
-                        "format": "state-graph", "expect": "safe"})
-        temporal_files[key] = out
+                        "format": "state-graph", "expect": expect, "checker": checker})
+        shared[key] = out
         return out
+
+    def temporal(entry: Entry) -> list[dict[str, str]]:
+        """The kernel's shared files, the graphs limited to the obligation's checker."""
+        return [dict(f) for f in kernel_files(entry)
+                if f.get("checker", entry.obligation.checker) == entry.obligation.checker]
 
     uncertified = 0
     for n, e in enumerate(entries):
@@ -288,11 +311,7 @@ def write_certificates(directory: str | Path, entries: Sequence[Entry],
         if o.verdict is Verdict.UNKNOWN:
             rec["uncertified"] = "unknown verdict: nothing to certify"
         elif _temporal_key(e):
-            rec["files"] = [dict(f) for f in temporal(e)]
-            if o.verdict is not Verdict.PROVED:  # the graph stops after the violation
-                for f in rec["files"]:
-                    if f["format"] == "state-graph":
-                        f["expect"] = "legal"
+            rec["files"] = temporal(e)
         elif "smt-lib" in o.evidence:
             d = kdir(e.path, e.kernel)
             q = str(o.evidence["smt-lib"])
