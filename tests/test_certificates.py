@@ -265,3 +265,18 @@ def test_isl_to_lia_agrees_with_isl(rows, mod, rem, den, complement):
     xs = enc.tuple_vars("x", 2)
     expect = "unsat" if s.is_empty() else "sat"
     assert solve(script(enc, [enc.set(s, xs)], expect), 30) == expect, text
+
+
+def test_division_by_constants_is_linearised_when_cvc5_gives_up():
+    """A periodicity fact of the shape z3 writes (nested div/mod by literals): the checker
+    answers it, if need be after its own rewriting to fresh integers."""
+    from tilesafe.certcheck.lia import linearise
+    from tilesafe.certcheck.smt import solve
+
+    query = ("(set-info :status unsat)(declare-fun i () Int)(declare-fun q () Int)"
+             "(assert (>= i 16))(assert (let ((?x (+ i (* 12 q)))) (>= ?x 16)))"
+             "(assert (or (distinct (mod i 2) (mod (+ i (* 12 q)) 2)) "
+             "(distinct (mod (div i 3) 2) (mod (div (+ i (* 12 q)) 3) 2))))(check-sat)")
+    assert "div" not in linearise(query) and "let" not in linearise(query)
+    assert solve(query, 30) == "unsat"
+    assert solve(query.replace("(* 12 q)", "(* 5 q)"), 30) == "sat"

@@ -11,7 +11,17 @@ class SolverMissing(RuntimeError):
 
 def solve(text: str, timeout_s: float = 60.0) -> str:
     """cvc5's answer to the script's (last) check-sat: 'sat', 'unsat' or 'unknown'; an
-    error in the script raises ValueError."""
+    error in the script raises ValueError. When cvc5 gives up on division by constants,
+    the script is asked again with them as fresh integers (certcheck/lia.py)."""
+    answer = _solve(text, timeout_s)
+    if answer == "unknown" and re.search(r"\((div|mod)\s", text):
+        from tilesafe.certcheck.lia import linearise
+
+        answer = _solve(linearise(text), timeout_s)
+    return answer
+
+
+def _solve(text: str, timeout_s: float) -> str:
     try:
         import cvc5
     except ModuleNotFoundError as err:
