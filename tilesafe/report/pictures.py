@@ -82,8 +82,18 @@ def swimlane_picture(o: Obligation) -> str | None:
         last = steps[-1].lanes[0] if steps else lanes[0]
         offending[last] = f"violation{f' on {region}' if region else ''}: {o.code or ''}"
     barriers = [str(b) for b in cex.get("barriers", []) or []]
+    shown = steps[-60:]
+    events = []
+    for row, b in enumerate(barriers):
+        label = b.split(":")[0].strip()
+        base = label.split("[")[0]
+        pat = re.compile(rf"(?<![\w\]]){re.escape(label)}(?![\w\[])|(?<![\w\]]){re.escape(base)}"
+                         rf"(?=,|\s|$)")
+        for j, s in enumerate(shown):
+            if pat.search(s.action):
+                events.append((j, row, f"{s.index}. {s.action}"))
     title = f"{o.code or ''} {o.name.split(': ', 1)[-1]}: {len(steps)} steps, then ✗"
-    return svg.swimlanes(title, lanes, steps[-60:], offending, barriers, copies)
+    return svg.swimlanes(title, lanes, shown, offending, barriers, copies, events)
 
 
 # ---- layouts --------------------------------------------------------------------------------

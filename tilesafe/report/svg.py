@@ -38,7 +38,8 @@ def _t(x: float, y: float, text: str, size: int = 10, anchor: str = "start",
 def svg(kind: str, width: float, height: float, body: Sequence[str], title: str) -> str:
     return (f'<svg class="pic" data-kind="{kind}" xmlns="http://www.w3.org/2000/svg" '
             f'width="{width:.0f}" height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}" '
-            f'role="img" aria-label="{escape(title)}"><title>{escape(title)}</title>'
+            f'font-family="sans-serif" role="img" aria-label="{escape(title)}">'
+            f"<title>{escape(title)}</title>"
             + "".join(body) + "</svg>")
 
 
@@ -121,15 +122,17 @@ class Step:
 
 def swimlanes(title: str, lanes: Sequence[str], steps: Sequence[Step],
               offending: dict[str, str], barriers: Sequence[str],
-              copies: Sequence[tuple[int, int | None, str]]) -> str:
+              copies: Sequence[tuple[int, int | None, str]],
+              barrier_events: Sequence[tuple[int, int, str]] = ()) -> str:
     """Roles (and the copy engine) as horizontal lanes, steps as columns; joint steps span
     their lanes; `copies` are (issue step, completion step or None, label) bars in the copy
     engine lane; the last column holds each lane's offending state in red; below, one row
-    per barrier with its final state."""
+    per barrier: a tick at each step that operates on it (arrive, wait, init, a copy's
+    bytes), then its final phase."""
     col, lane_h, left, top = 26, 34, 170, 40
     n_cols = len(steps) + 1
     w = left + n_cols * col + 260
-    h = top + len(lanes) * lane_h + 16 * len(barriers) + 30
+    h = top + len(lanes) * lane_h + 18 * len(barriers) + 30
     body = [_t(2, 14, title, 12)]
     for i, name in enumerate(lanes):
         y = top + i * lane_h
@@ -177,5 +180,13 @@ def swimlanes(title: str, lanes: Sequence[str], steps: Sequence[Step],
     body.append(_t(x + col / 2, top - 6, "✗", 10, "middle"))
     yb = top + len(lanes) * lane_h + 14
     for i, b in enumerate(barriers):
-        body.append(_t(4, yb + i * 16, b, 9))
+        name = b.split(":")[0]
+        body.append(_t(4, yb + i * 18, name if len(name) <= 28 else name[:26] + "…", 9))
+        body.append(f'<line x1="{left}" y1="{yb + i * 18 - 3}" x2="{left + len(steps) * col}" '
+                    f'y2="{yb + i * 18 - 3}" stroke="#ccc"/>')
+        body.append(_t(x + col + 4, yb + i * 18, b.split(":", 1)[-1].strip(), 9))
+    for j, row, op in barrier_events:
+        cx, cy = left + j * col + col / 2, yb + row * 18 - 3
+        body.append(f'<circle class="phase" cx="{cx:.1f}" cy="{cy}" r="4" fill="#8250df">'
+                    f"<title>{escape(op)}</title></circle>")
     return svg("swimlanes", w, h, body, title)
