@@ -233,3 +233,12 @@ def test_lexer_is_a_pygments_plugin():
 
     assert isinstance(get_lexer_by_name("tsk"), TskLexer)
     assert isinstance(get_lexer_for_filename("kernel.tsk"), TskLexer)
+
+
+def test_report_of_standard_input_shows_its_source():
+    text = (GOOD / "elementwise.tsk").read_text()
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["report", "-", "--only", "access"], stdout=out, stderr=err,
+                stdin=io.StringIO(text))
+    assert code == 0, err.getvalue()
+    assert "&lt;stdin&gt;" in out.getvalue() and 'class="ln">12<' in out.getvalue()

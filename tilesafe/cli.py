@@ -664,6 +664,8 @@ def _cmd_check_certificates(args: argparse.Namespace, out: _Out) -> int:
         results = check_directory(args.directory, timeout_s=args.timeout)
     except (OSError, ValueError) as err:
         raise _Usage(f"cannot read certificates in {args.directory}: {err}") from None
+    if not results:
+        raise _Usage(f"no certificates in {args.directory}")
     bad = [r for r in results if not r.ok]
     if args.format == "json":
         out.json([{"kind": "certificate", **r.record()} for r in results])
@@ -673,8 +675,6 @@ def _cmd_check_certificates(args: argparse.Namespace, out: _Out) -> int:
                 out.line(r.line())
         out.line(f"{len(results)} certificate(s) checked: {len(results) - len(bad)} ok, "
                  f"{len(bad)} failed")
-    if not results:
-        raise _Usage(f"no certificates in {args.directory}")
     return FAILED if bad else OK
 
 
@@ -683,7 +683,8 @@ def _cmd_report(args: argparse.Namespace, out: _Out) -> int:
 
     args.verbose = True
     entries, diags = verify_entries(args, out)
-    text = build_report(entries, diags, args.format, version=__version__)
+    stdin = {STDIN: _SOURCES[STDIN]} if _SOURCES.get(STDIN) is not None else None
+    text = build_report(entries, diags, args.format, version=__version__, sources=stdin)
     if args.output:
         try:
             Path(args.output).write_text(text, encoding="utf-8")
