@@ -43,7 +43,7 @@ from tilesafe.semantics.explore import (
 from tilesafe.semantics.guide import guide_for
 from tilesafe.semantics.interp_error import InterpError
 from tilesafe.semantics.interp_io import check_where
-from tilesafe.semantics.parametric import Config, Enc, Outcome, explore_all
+from tilesafe.semantics.parametric import Config, Enc, Outcome, explore_all, smt2_with_status
 from tilesafe.semantics.schedule import Guide
 
 UNKNOWN_CODE = "TS490"
@@ -382,7 +382,7 @@ def tx_range_static(kernel: ir.Kernel, options: CheckOptions) -> Obligation | No
                 f"0..{mb.TX_MAX} (the PTX mbarrier tx-count has 20 bits)",
                 seconds=time.perf_counter() - t0,
                 counterexample={"sizes": sizes, "bytes": value},
-                evidence={"smt-lib": solver.to_smt2()})
+                evidence={"smt-lib": smt2_with_status(solver, z3.sat)})
             break
     _STATIC[key] = (kernel, result)
     return result
@@ -437,7 +437,7 @@ def _stats(run: Run) -> dict[str, Any]:
         "explorations": [{k: v for k, v in e.items() if k != "sizes"}
                          for e in out.explorations][:40],
         "argument": {k: v for k, v in out.argument.items() if k != "level sizes"},
-        "smt-lib": out.queries[:8],
+        "smt-lib": list(out.queries),
         "seconds": round(run.seconds, 3),
     }
     if run.states_no_por is not None:

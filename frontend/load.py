@@ -27,5 +27,7 @@ def compile_source(text: str, path: str = "<input>") -> Program:
     return resolve(parse(text, path))
 
 
-def load_program(path: str | Path) -> Program:
-    return compile_source(read_source(path), str(path))
+def load_program(path: str | Path, text: str | None = None) -> Program:
+    """Parse and resolve `path`; `text`, when given, is its contents (standard input has no
+    file to read again)."""
+    return compile_source(read_source(path) if text is None else text, str(path))

@@ -36,7 +36,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the sample (default 0)")
     p.add_argument("--sample", type=int, metavar="K",
                    help="a stratified sample of K mutants (by operator) instead of all")
-    p.add_argument("--format", choices=("text", "json", "html"), default="text")
+    p.add_argument("--format", choices=("text", "json", "html"), default="text",
+                   help="output format (default text)")
     p.add_argument("--out", metavar="FILE", help="write the report here (default: stdout)")
     p.add_argument("--list", action="store_true",
                    help="only list the mutants (id, operator, edit); classify nothing")
@@ -122,7 +123,8 @@ def run(args: argparse.Namespace, out: Any) -> int:
         lines = [f"{m.id}  {m.operator}  {m.edit}" for m in plan.chosen]
         if args.format == "json":
             recs = [{k: v for k, v in campaign._mutant_record(m).items()} for m in plan.chosen]
-            _emit(args, out, json.dumps({"campaign": plan.header(), "mutants": recs},
+            _emit(args, out, json.dumps({"kind": "mutant-list", "campaign": plan.header(),
+                                         "mutants": recs},
                                         indent=1) + "\n")
         else:
             _emit(args, out, "\n".join(lines) + ("\n" if lines else "")

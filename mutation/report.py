@@ -90,7 +90,7 @@ def text(result: Result, per_mutant: bool = True) -> str:
 
 
 def to_json(result: Result) -> str:
-    return json.dumps(result.to_json(), indent=1) + "\n"
+    return json.dumps({"kind": "mutation-campaign", **result.to_json()}, indent=1) + "\n"
 
 
 _CSS = """

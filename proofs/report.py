@@ -1,10 +1,10 @@
 """Obligations and diagnostics -> text lines, JSON records, and a SARIF 2.1.0 log.
 
 Pure functions returning strings and plain data: the CLI decides where they go. SARIF is
-the OASIS Static Analysis Results Interchange Format, version 2.1.0; we use its `kind`
-property so that proved obligations appear as `pass` results (with level `none`, as the
-standard requires for any kind other than `fail`) and refuted or unknown ones as `fail`
-(an unknown verdict fails verification, so it fails here too).
+the OASIS Static Analysis Results Interchange Format, version 2.1.0: one `fail` result per
+diagnostic and per obligation that is not proved (an unknown verdict fails verification, so
+it fails here too; a warning keeps level `warning` unless --warnings-as-errors); proved
+obligations are not results (code-scanning UIs list results as alerts).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from tilesafe.checkers.obligation import Obligation, Severity, Verdict
 from tilesafe.frontend.diagnostics import Diagnostic
+from tilesafe.proofs.codes import CODES, describe
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
@@ -73,18 +74,93 @@ def obligation_lines(entry: Entry) -> list[str]:
     return lines
 
 
-def summary_line(entries: Sequence[Entry]) -> str:
+TEMPORAL_CHECKERS = ("barrier", "ownership")
+
+
+def failing(o: Obligation, strict: bool = False) -> bool:
+    """Whether an obligation fails the run: `failed`, or with `strict`
+    (--warnings-as-errors) any warning or note that is not proved."""
+    return o.failed or (strict and o.verdict is not Verdict.PROVED)
+
+
+def _exploration_key(entry: Entry) -> tuple | None:
+    """Obligations decided by one temporal exploration share this key: both temporal
+    checkers report every property of the kernel from the same search (same method, same
+    time), so they are one proof, not one proof each."""
+    o = entry.obligation
+    if o.checker not in TEMPORAL_CHECKERS or "explorations" not in o.evidence:
+        return None
+    return (entry.path, entry.kernel, o.method, round(o.seconds, 9))
+
+
+def exploration_groups(entries: Sequence[Entry]) -> list[list[Entry]]:
+    """Entries in report order, those sharing one temporal exploration in one group (every
+    other entry alone)."""
+    groups: list[list[Entry]] = []
+    index: dict[tuple, int] = {}
+    for e in entries:
+        key = _exploration_key(e)
+        if key is None:
+            groups.append([e])
+        elif key in index:
+            groups[index[key]].append(e)
+        else:
+            index[key] = len(groups)
+            groups.append([e])
+    return groups
+
+
+def _short_name(entry: Entry) -> str:
+    prefix = f"{entry.kernel}: "
+    name = entry.obligation.name
+    return name[len(prefix):] if name.startswith(prefix) else name
+
+
+def group_line(group: Sequence[Entry]) -> str:
+    """One line for the proved properties of one temporal exploration."""
+    first = group[0]
+    o = first.obligation
+    names = ", ".join(_short_name(e) for e in group)
+    return (f"{_where(first)}: {first.kernel}: {len(group)} temporal properties proved by one "
+            f"exploration ({o.method}, {_seconds(o.seconds)}): {names}")
+
+
+def text_lines(entries: Sequence[Entry], verbose: bool = False,
+               strict: bool = False) -> list[str]:
+    """What `verify` prints: every obligation that is not proved (failures and warnings);
+    with `verbose` also the proved ones, those of one temporal exploration on one line."""
+    lines: list[str] = []
+    for group in exploration_groups(entries):
+        proved = [e for e in group if e.obligation.verdict is Verdict.PROVED]
+        for e in group:
+            if e.obligation.verdict is not Verdict.PROVED:
+                lines.extend(obligation_lines(e))
+        if not verbose or not proved:
+            continue
+        if len(proved) > 1:
+            lines.append(group_line(proved))
+        else:
+            lines.extend(obligation_lines(proved[0]))
+    return lines
+
+
+def summary_line(entries: Sequence[Entry], strict: bool = False) -> str:
     counts = {v: 0 for v in Verdict}
     for e in entries:
         counts[e.obligation.verdict] += 1
-    failed = sum(1 for e in entries if e.obligation.failed)
+    n_failing = sum(1 for e in entries if failing(e.obligation, strict))
     warnings = sum(1 for e in entries
                    if e.obligation.verdict is not Verdict.PROVED
                    and e.obligation.severity is not Severity.ERROR)
     parts = [f"{len(entries)} obligation{'s' if len(entries) != 1 else ''}",
              f"{counts[Verdict.PROVED]} proved", f"{counts[Verdict.REFUTED]} refuted",
              f"{counts[Verdict.UNKNOWN]} unknown"]
-    tail = f"; {failed} failing" + (f", {warnings} warning(s)" if warnings else "")
+    tail = f"; {n_failing} failing" + (f", {warnings} warning(s)" if warnings else "")
+    shared = [g for g in exploration_groups(entries) if len(g) > 1]
+    if shared:
+        n = sum(len(g) for g in shared)
+        tail += (f"; {n} of them decided by {len(shared)} temporal exploration"
+                 f"{'s' if len(shared) != 1 else ''}")
     return ", ".join(parts) + tail
 
 
@@ -166,9 +242,12 @@ def _location(path: str, region: dict[str, int] | None) -> dict[str, object]:
     return {"physicalLocation": physical}
 
 
-def _sarif_obligation(entry: Entry) -> dict[str, object]:
+def _level(severity: str) -> str:
+    return severity if severity in ("error", "warning", "note") else "error"
+
+
+def _sarif_obligation(entry: Entry, strict: bool) -> dict[str, object]:
     o = entry.obligation
-    proved = o.verdict is Verdict.PROVED
     text = f"{o.name}: {o.verdict.value} ({o.method})"
     if o.message:
         text += f" — {o.message}"
@@ -178,8 +257,8 @@ def _sarif_obligation(entry: Entry) -> dict[str, object]:
     region = _region(span.line, span.col, span.end_line, span.end_col) if span else None
     result: dict[str, object] = {
         "ruleId": o.code or o.checker,
-        "kind": "pass" if proved else "fail",
-        "level": "none" if proved else o.severity.value,
+        "kind": "fail",
+        "level": "error" if failing(o, strict) else _level(o.severity.value),
         "message": {"text": text},
         "locations": [_location(span.path if span else entry.path, region)],
         "properties": {"kernel": entry.kernel, "checker": o.checker, "verdict": o.verdict.value,
@@ -196,18 +275,26 @@ def _sarif_diagnostic(diag: Diagnostic) -> dict[str, object]:
     return {
         "ruleId": diag.code,
         "kind": "fail",
-        "level": diag.severity if diag.severity in ("error", "warning", "note") else "error",
+        "level": _level(diag.severity),
         "message": {"text": text},
         "locations": [_location(s.path, _region(s.line, s.col, s.end_line, s.end_col))],
     }
 
 
+def _rule(rule_id: str) -> dict[str, object]:
+    text = describe(rule_id) or f"obligations of the {rule_id} checker without a code"
+    return {"id": rule_id, "shortDescription": {"text": text}}
+
+
 def sarif_log(entries: Iterable[Entry], diagnostics: Iterable[Diagnostic] = (),
-              version: str = "0.1.0") -> dict[str, object]:
-    """One SARIF run holding frontend diagnostics and every obligation."""
+              version: str = "0.1.0", strict: bool = False) -> dict[str, object]:
+    """One SARIF run: a result per diagnostic and per obligation that is not proved (a
+    proved obligation is not a finding); the driver's rules list every code tilesafe
+    has, so a code-scanning UI can explain any of them."""
     results = [_sarif_diagnostic(d) for d in diagnostics]
-    results += [_sarif_obligation(e) for e in entries]
-    rule_ids = sorted({str(r["ruleId"]) for r in results})
+    results += [_sarif_obligation(e, strict) for e in entries
+                if e.obligation.verdict is not Verdict.PROVED]
+    rule_ids = sorted(set(CODES) | {str(r["ruleId"]) for r in results})
     return {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
@@ -215,7 +302,7 @@ def sarif_log(entries: Iterable[Entry], diagnostics: Iterable[Diagnostic] = (),
             "tool": {"driver": {
                 "name": "tilesafe",
                 "version": version,
-                "rules": [{"id": r} for r in rule_ids],
+                "rules": [_rule(r) for r in rule_ids],
             }},
             "results": results,
         }],

@@ -43,6 +43,7 @@ import itertools
 import math
 from collections import deque
 from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -65,6 +66,11 @@ from tilesafe.semantics.events import (
 )
 
 END = "end"
+
+# Set by `verify --certificates` (proofs/certificates.py): an object whose `begin(machine,
+# roots, por)` returns a graph with `visit(state)` and `edge(state, move, next)`; every
+# search then records the states and transitions it explored, for an independent checker.
+GRAPH_RECORDER: ContextVar[Any] = ContextVar("tilesafe_graph_recorder", default=None)
 # Per barrier instance (state[6]): a TMA load was issued during the current phase; a phase
 # with a load completed and no wait on the instance has passed since. A block that exits
 # with either bit set exits with a load nobody is ordered after (TS430).
@@ -1140,7 +1146,10 @@ class _Mut:
 
     # -- barriers ----------------------------------------------------------------------------
 
-    def bar_op(self, inst: int, op, span: Span | None, what: str) -> None:
+    def bar_op(self, inst: int, op, span: Span | None, what: str, args: tuple = ()) -> None:
+        """Apply `op` to barrier `inst`; `what` and `args` name it in a recorded step (the
+        certificate checker replays them on its own mbarrier model)."""
+        self.note(bar=(inst, what, args))
         st, init_by, fenced, ncomp = self.bars[inst]
         if not st.initialized:
             raise _Error("TS401", f"{what} on {self.m.labels[inst]} before init", span)
@@ -1337,6 +1346,7 @@ class _Mut:
                        else f"another of the {ins.count} threads of {self.m.agents[a].cls.name}")
                 raise _Error("TS402", f"init of {self.m.labels[inst]}, which is live "
                              f"(initialised by {who})", span)
+            self.note(bar=(inst, "init", (self.m.bar_count[ins.bar],)))
             try:
                 new = st.init(self.m.bar_count[ins.bar])
             except mb.MbarrierError as exc:
@@ -1453,6 +1463,7 @@ class _Mut:
             raise _Error("TS401", f"wait on {m.labels[inst]} before init", span)
         if p not in (0, 1):
             raise _Error("TS408", f"wait parity {p} is not 0 or 1", span)
+        self.note(bar=(inst, "wait", (p,)))
         k = a * m.ninst + inst
         d = self.obs[k]
         label = m.labels[inst]
@@ -1538,7 +1549,7 @@ class _Mut:
                 s = s.arrive_expect_tx(tx)[0]
             return s
 
-        self.bar_op(inst, op, span, "arrive")
+        self.bar_op(inst, op, span, "arrive", (n, tx))
 
     def converge(self, ins: Instr) -> None:
         """`arrive ..., one per warp` across classes that share warps: all lanes meet, then
@@ -1563,7 +1574,7 @@ class _Mut:
                 s = s.expect_tx(tx)
             return s
 
-        self.bar_op(inst, op, span, "expect_tx")
+        self.bar_op(inst, op, span, "expect_tx", (ins.count, tx))
 
     def op_tma_load(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
         m = self.m
@@ -1778,7 +1789,7 @@ class _Mut:
                     self.set_holders(x, h)
                     self.set_unfenced(x, ())
                     self.defined[x] = DEFINED
-            self.bar_op(inst, lambda s: s.complete_tx(nbytes), None, "complete_tx")
+            self.bar_op(inst, lambda s: s.complete_tx(nbytes), None, "complete_tx", (nbytes,))
         elif m.ownership:
             a, age, atoms, frac = c[1], c[2], c[3], c[4]
             for x in atoms:
@@ -1830,6 +1841,8 @@ def search(m: Machine, roots: list[tuple], por: bool, max_states: int,
     parents: dict = {r: None for r in roots}
     depth: dict = {r: 0 for r in roots}
     queue = deque(roots)
+    recorder = GRAPH_RECORDER.get()
+    graph = recorder.begin(m, roots, por) if recorder is not None else None
     findings: dict[str, Finding] = {}
     first_final = None
     horizon: int | None = None
@@ -1863,6 +1876,8 @@ def search(m: Machine, roots: list[tuple], por: bool, max_states: int,
                 stats.reason = exc.reason
                 stats.budget = True
                 break
+        if graph is not None:
+            graph.visit(st)
         if all(m.instr(st, a).op == END for a in range(m.n)):
             # The block exits here: copies still in flight are the witness of TS307/TS430.
             bad = m.exit_violation(st)
@@ -1895,6 +1910,8 @@ def search(m: Machine, roots: list[tuple], por: bool, max_states: int,
             continue
         for mv, nxt, info in succ:
             stats.transitions += 1
+            if graph is not None and nxt is not None:
+                graph.edge(st, mv, nxt)
             if nxt is None:
                 err: _Error = info
                 root, path = path_to(parents, st)

@@ -161,9 +161,16 @@ def _solver(timeout_ms: int) -> z3.Solver:
     return s
 
 
+def smt2_with_status(s: z3.Solver, res: z3.CheckSatResult) -> str:
+    """The solver's SMT-LIB 2 text with the answer z3 gave as its `:status`, so a certificate
+    checker (another solver) knows what to confirm."""
+    status = "sat" if res == z3.sat else "unsat" if res == z3.unsat else "unknown"
+    return s.to_smt2().replace("(set-info :status unknown)", f"(set-info :status {status})", 1)
+
+
 def _check(s: z3.Solver, queries: list[str]) -> z3.CheckSatResult:
-    queries.append(s.to_smt2())
     res = s.check()
+    queries.append(smt2_with_status(s, res))
     if res == z3.unknown:
         raise Timeout(s.reason_unknown())
     return res
@@ -183,7 +190,7 @@ def _prove_unsat(assertions: list, timeout_ms: int, queries: list[str]) -> bool:
         s.add(*assertions)
         res = s.check()
         if res == z3.unsat:
-            queries.append(s.to_smt2())
+            queries.append(smt2_with_status(s, res))
             return True
         if res == z3.sat:
             return False

@@ -101,7 +101,8 @@ def test_lint_json_records(cli, tsk):
     r = cli("lint", "--format", "json", path)
     assert r.code == 2
     recs = json.loads(r.out)
-    assert recs == [{"path": str(path), "line": 4, "col": 30, "end_line": 4, "end_col": 31,
+    assert recs == [{"kind": "diagnostic", "path": str(path), "line": 4, "col": 30,
+                     "end_line": 4, "end_col": 31,
                      "code": "TS026", "severity": "error",
                      "message": "block size 0 is not in 1..1024", "hint": None}]
 
@@ -210,7 +211,7 @@ def _ob(verdict, code=None, severity=Severity.ERROR, cex=None, line=8):
 
 def test_verify_all_proved_exits_0(cli, tsk, monkeypatch):
     _fake_checker(monkeypatch, [_ob(Verdict.PROVED)])
-    r = cli("verify", "--only", "fake", tsk(SMALL))
+    r = cli("verify", "-v", "--only", "fake", tsk(SMALL))
     assert r.code == 0, r.out
     assert "f.tsk:8:5: prop proved — proved (isl, 12.3ms)" in r.out
     assert "1 obligation, 1 proved, 0 refuted, 0 unknown; 0 failing" in r.out
@@ -256,9 +257,9 @@ def test_verify_sarif(cli, tsk, monkeypatch):
     log = json.loads(r.out)
     assert log["version"] == "2.1.0"
     results = log["runs"][0]["results"]
-    assert [(x["kind"], x["level"]) for x in results] == [("pass", "none"), ("fail", "error")]
-    assert results[1]["ruleId"] == "TS201"
-    region = results[1]["locations"][0]["physicalLocation"]["region"]
+    assert [(x["kind"], x["level"]) for x in results] == [("fail", "error")]  # proved: none
+    assert results[0]["ruleId"] == "TS201"
+    region = results[0]["locations"][0]["physicalLocation"]["region"]
     assert region == {"startLine": 9, "startColumn": 5, "endLine": 9, "endColumn": 9}
 
 
@@ -362,7 +363,7 @@ def test_run_kernel_choice(cli, tsk):
 def test_internal_error_exits_3_without_traceback(cli, tsk, monkeypatch):
     from tilesafe import api
 
-    def boom(path):
+    def boom(path, text=None):
         raise RuntimeError("kaboom")
 
     monkeypatch.setattr(api, "lint", boom)

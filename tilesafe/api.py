@@ -74,18 +74,19 @@ def layout_diagnostics(program: ir.Program) -> list[Diagnostic]:
     return diags
 
 
-def lint(path: str | Path) -> list[Diagnostic]:
-    """Every problem the frontend and the layout calculus find in a file (empty: clean)."""
+def lint(path: str | Path, text: str | None = None) -> list[Diagnostic]:
+    """Every problem the frontend and the layout calculus find in a file (empty: clean);
+    `text` stands for the file's contents (standard input)."""
     try:
-        program = load_program(path)
+        program = load_program(path, text)
     except DiagnosticError as err:
         return list(err.diagnostics)
     return layout_diagnostics(program)
 
 
-def checked_program(path: str | Path) -> ir.Program:
+def checked_program(path: str | Path, text: str | None = None) -> ir.Program:
     """`load`, then require a clean `lint` (raises DiagnosticError otherwise)."""
-    program = load_program(path)
+    program = load_program(path, text)
     diags = [d for d in layout_diagnostics(program) if d.severity == "error"]
     if diags:
         raise DiagnosticError(diags)

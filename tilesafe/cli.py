@@ -1,9 +1,10 @@
 """`tilesafe` command line: lint, run, fmt, verify. The only module that prints.
 
-Exit codes (DESIGN.md): 0 ok / everything proved; 1 a property refuted or unknown (or, for
-`run`, the kernel failed at run time; for `fmt --check`, a file would change); 2 a usage,
-parse or type error; 3 an internal error (a bug in tilesafe: never a traceback for the
-user, unless TILESAFE_DEBUG=1 asks for one).
+Exit codes (README, "Exit codes"): 0 ok / everything proved, warnings (TS6xx, TS216) included;
+1 a property refuted or unknown (or, for `run`, the kernel failed at run time; for `fmt
+--check`/`--diff`, a file would change; with --warnings-as-errors, a warning); 2 a usage,
+parse or type error; 3 an internal error (a bug in tilesafe: never a traceback for the user,
+unless TILESAFE_DEBUG=1 asks for one).
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ class _Usage(Exception):
 
 
 class _Out:
-    def __init__(self, out: TextIO, err: TextIO):
+    def __init__(self, out: TextIO, err: TextIO, stdin: TextIO | None = None):
         self.out, self.err = out, err
+        self.stdin = stdin or sys.stdin
 
     def line(self, text: str = "") -> None:
         self.out.write(text + "\n")
@@ -68,21 +70,46 @@ def _errors(diags: Sequence[Diagnostic]) -> list[Diagnostic]:
     return [d for d in diags if d.severity == "error"]
 
 
+STDIN = "<stdin>"
+
+
+def _inputs(names: Sequence[str], stdin: TextIO) -> list[tuple[str, str | None]]:
+    """The files a command works on: each FILE as given, each directory searched
+    (recursively, sorted) for `*.tsk`, and `-` standard input (read once, named <stdin>).
+    Pairs of (path, text): text is None for a file (read where it is used)."""
+    found: list[tuple[str, str | None]] = []
+    for name in names:
+        if name == "-":
+            text = stdin.read()
+            _SOURCES[STDIN] = text
+            found.append((STDIN, text))
+        elif Path(name).is_dir():
+            tsk = sorted(str(p) for p in Path(name).rglob("*.tsk") if p.is_file())
+            if not tsk:
+                raise _Usage(f"no .tsk files under {name}")
+            found.extend((p, None) for p in tsk)
+        else:
+            found.append((name, None))
+    return found
+
+
 # ---- lint ----------------------------------------------------------------------------------
 
 
 def _cmd_lint(args: argparse.Namespace, out: _Out) -> int:
     from tilesafe import api
+    from tilesafe.proofs.report import diagnostic_record
 
+    inputs = _inputs(args.files, out.stdin)
     all_diags: list[Diagnostic] = []
-    for path in args.files:
-        all_diags.extend(api.lint(path))
+    for path, text in inputs:
+        all_diags.extend(api.lint(path, text))
     if args.format == "json":
-        out.json([d.to_record() for d in all_diags])
+        out.json([diagnostic_record(d) for d in all_diags])
     else:
         _render_diags(out, all_diags)
         n_err = len(_errors(all_diags))
-        n_files = len(args.files)
+        n_files = len(inputs)
         files = f"{n_files} file{'s' if n_files != 1 else ''}"
         if all_diags:
             out.line(f"{files} checked: {n_err} error{'s' if n_err != 1 else ''}"
@@ -158,7 +185,7 @@ def _cmd_run(args: argparse.Namespace, out: _Out) -> int:
         diag = Diagnostic(err.code, err.message, span)
         detail = getattr(err, "detail", None) or {}
         if args.format == "json":
-            out.json({"path": args.file, "kernel": args.kernel, "sizes": sizes,
+            out.json({"kind": "run", "path": args.file, "kernel": args.kernel, "sizes": sizes,
                       "seed": args.seed, "ok": False,
                       "error": {**diag.to_record(), "detail": json_safe(detail)}})
         else:
@@ -172,8 +199,9 @@ def _cmd_run(args: argparse.Namespace, out: _Out) -> int:
     if args.out:
         saved = _save_npz(args.out, rec.inputs, _result_arrays(rec.result))
     if args.format == "json":
-        out.json({"path": args.file, "kernel": rec.kernel.name, "sizes": dict(rec.sizes),
-                  "seed": rec.seed, "ok": True, "summary": json_safe(summary),
+        out.json({"kind": "run", "path": args.file, "kernel": rec.kernel.name,
+                  "sizes": dict(rec.sizes), "seed": rec.seed, "ok": True,
+                  "summary": json_safe(summary),
                   "saved": saved})
     else:
         given = ", ".join(f"{k}={v}" for k, v in rec.sizes.items()) or "no sizes"
@@ -230,8 +258,9 @@ def _run_gpu(args: argparse.Namespace, out: _Out, sizes: dict[str, int]) -> int:
         else:
             verdict = "bit-exact with the interpreter"
     if args.format == "json":
-        out.json({"path": args.file, "kernel": rec.kernel.name, "sizes": dict(rec.sizes),
-                  "seed": rec.seed, "device": "gpu", "status": gpu.status, "error": gpu.error,
+        out.json({"kind": "run", "path": args.file, "kernel": rec.kernel.name,
+                  "sizes": dict(rec.sizes), "seed": rec.seed, "device": "gpu",
+                  "status": gpu.status, "error": gpu.error,
                   "checked": args.check, "bit_exact": rec.bit_exact if args.check else None,
                   "mismatches": [m.describe() for m in rec.mismatches]})
     else:
@@ -258,7 +287,8 @@ def _cmd_compile(args: argparse.Namespace, out: _Out) -> int:
     if res.refused:
         entries = [report.Entry(args.file, res.kernel.name, o) for o in res.failing]
         if args.format == "json":
-            out.json({"path": args.file, "kernel": res.kernel.name, "compiled": False,
+            out.json({"kind": "compile", "path": args.file, "kernel": res.kernel.name,
+                      "compiled": False,
                       "failing": [report.obligation_record(e) for e in entries]})
         else:
             for e in entries:
@@ -279,7 +309,8 @@ def _cmd_compile(args: argparse.Namespace, out: _Out) -> int:
         except OSError as err:
             raise _Usage(f"cannot write {args.output}: {err.strerror or err}") from None
     if args.format == "json":
-        out.json({"path": args.file, "kernel": res.kernel.name, "compiled": True,
+        out.json({"kind": "compile", "path": args.file, "kernel": res.kernel.name,
+                  "compiled": True,
                   "unverified": bool(res.failing), "output": args.output,
                   "ptx": None if args.output or withheld else ptx,
                   "withheld": withheld,
@@ -334,17 +365,22 @@ def _safe_format(path: str, text: str) -> str:
 
 
 def _cmd_fmt(args: argparse.Namespace, out: _Out) -> int:
+    """Rewrite files in place (standard input: print the result); --check and --diff write
+    nothing and exit 1 when some file would change."""
     from tilesafe.frontend.load import read_source
 
     status = OK
     changed = unchanged = 0
-    for path in args.files:
+    for path, given in _inputs(args.files, out.stdin):
         try:
-            text = read_source(path)
+            text = read_source(path) if given is None else given
             result = _safe_format(path, text)
         except DiagnosticError as err:
             _render_diags(out, err.diagnostics)
             status = max(status, USAGE)
+            continue
+        if given is not None and not (args.check or args.diff):
+            out.out.write(result)  # standard input: the formatted text is the output
             continue
         if result == text:
             unchanged += 1
@@ -366,53 +402,98 @@ def _cmd_fmt(args: argparse.Namespace, out: _Out) -> int:
                 status = max(status, USAGE)
                 continue
             out.line(f"reformatted {path}")
-    verb = "would be reformatted" if (args.check or args.diff) else "reformatted"
-    out.line(f"{changed} file{'s' if changed != 1 else ''} {verb}, {unchanged} unchanged")
+    if changed or unchanged:
+        verb = "would be reformatted" if (args.check or args.diff) else "reformatted"
+        line = f"{changed} file{'s' if changed != 1 else ''} {verb}, {unchanged} unchanged"
+        (out.err.write(line + "\n") if args.diff else out.line(line))
     return status
 
 
 # ---- verify --------------------------------------------------------------------------------
 
 
-def _cmd_verify(args: argparse.Namespace, out: _Out) -> int:
+def _only(text: str | None) -> tuple[str, ...] | None:
+    """--only NAMES as a tuple of checker names (None: all); an empty or unknown name is a
+    usage error."""
+    from tilesafe import api
+
+    if text is None:
+        return None
+    only = tuple(n.strip() for n in text.split(",") if n.strip())
+    known = api.checker_names()
+    if not only:
+        raise _Usage(f"--only needs at least one checker name; known: {', '.join(known)}")
+    unknown = [n for n in only if n not in known]
+    if unknown:
+        raise _Usage(f"unknown checker(s) {', '.join(unknown)}; known: "
+                     f"{', '.join(known) or 'none registered yet'}")
+    return only
+
+
+def verify_entries(args: argparse.Namespace, out: _Out, recorder: Any = None
+                   ) -> tuple[list[Any], list[Diagnostic]]:
+    """Every obligation of every kernel of the inputs (and the diagnostics of the files
+    that do not load): what `verify` and `report` share. A certificate `recorder` is told
+    which kernel the searches that follow belong to."""
     from tilesafe import api
     from tilesafe.proofs import report
 
-    only = None
-    if args.only:
-        only = tuple(n.strip() for n in args.only.split(",") if n.strip())
-        known = api.checker_names()
-        unknown = [n for n in only if n not in known]
-        if unknown:
-            raise _Usage(f"unknown checker(s) {', '.join(unknown)}; known: "
-                         f"{', '.join(known) or 'none registered yet'}")
+    only = _only(args.only)
+    options = _check_options(args)
     entries: list[report.Entry] = []
     diags: list[Diagnostic] = []
-    for path in args.files:
+    for path, text in _inputs(args.files, out.stdin):
         try:
-            program = api.checked_program(path)
+            program = api.checked_program(path, text)
         except DiagnosticError as err:
             diags.extend(err.diagnostics)
             continue
         for kernel in program.kernels:
-            for o in api.verify_kernel(kernel, _check_options(args), only):
+            if recorder is not None:
+                recorder.kernel(path, kernel.name)
+            for o in api.verify_kernel(kernel, options, only):
                 entries.append(report.Entry(path, kernel.name, o))
+    return entries, diags
+
+
+def _cmd_verify(args: argparse.Namespace, out: _Out) -> int:
+    from tilesafe import api
+    from tilesafe.proofs import report
+
+    strict = args.warnings_as_errors
+    certs = getattr(args, "certificates", None)
+    if certs:
+        from tilesafe.proofs.certificates import recording
+
+        with recording() as recorder:
+            entries, diags = verify_entries(args, out, recorder)
+    else:
+        entries, diags = verify_entries(args, out)
     if args.format == "json":
         out.json([report.diagnostic_record(d) for d in diags]
                  + [report.obligation_record(e) for e in entries])
     elif args.format == "sarif":
-        out.json(report.sarif_log(entries, diags, version=__version__))
+        out.json(report.sarif_log(entries, diags, version=__version__, strict=strict))
     else:
         _render_diags(out, diags)
-        for e in entries:
-            for line in report.obligation_lines(e):
-                out.line(line)
+        for line in report.text_lines(entries, verbose=args.verbose, strict=strict):
+            out.line(line)
         if not api.checker_names():
             out.line("note: no checkers are registered yet; nothing was verified")
-        out.line(report.summary_line(entries))
+        out.line(report.summary_line(entries, strict=strict))
+    if certs:
+        from tilesafe.proofs.certificates import write_certificates
+
+        try:
+            written = write_certificates(certs, entries, recorder)
+        except OSError as err:
+            raise _Usage(f"cannot write certificates to {certs}: {err.strerror or err}"
+                         ) from None
+        out.err.write(f"tilesafe: wrote {written.files} certificate file(s) for "
+                      f"{written.obligations} obligation(s) to {certs}\n")
     if _errors(diags):
         return USAGE
-    return FAILED if any(e.obligation.failed for e in entries) else OK
+    return FAILED if any(report.failing(e.obligation, strict) for e in entries) else OK
 
 
 def _check_options(args: argparse.Namespace) -> Any:
@@ -431,28 +512,71 @@ def _check_options(args: argparse.Namespace) -> Any:
 # ---- argument parsing ----------------------------------------------------------------------
 
 
+FILES_HELP = ".tsk files; a directory is searched for *.tsk; - reads standard input"
+
+
+def _add_files(p: argparse.ArgumentParser) -> None:
+    p.add_argument("files", nargs="+", metavar="FILE", help=FILES_HELP)
+
+
+def _add_format(p: argparse.ArgumentParser, choices: tuple[str, ...]) -> None:
+    p.add_argument("--format", choices=choices, default="text",
+                   help=f"output format: {', '.join(choices)} (default text)")
+
+
+def _add_budgets(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--timeout", type=float, metavar="SECONDS",
+                   help="time for the temporal searches of one kernel (default 300); "
+                        "past it: unknown")
+    p.add_argument("--max-states", type=int, metavar="N",
+                   help="states for the temporal searches of one kernel, all together "
+                        "(default 1000000); past it: unknown")
+    p.add_argument("--max-memory", type=int, metavar="MB",
+                   help="resident memory of the process while those searches run "
+                        "(default 4096); past it: unknown")
+    p.add_argument("--query-timeout", type=int, metavar="MS",
+                   help="per solver/ISL query (default 10000); past it: unknown")
+
+
+def _add_selection(p: argparse.ArgumentParser) -> None:
+    from tilesafe.checkers.registry import CHECKERS
+
+    p.add_argument("--only", metavar="CHECKERS",
+                   help="comma-separated checker names, at least one (default: all): "
+                        + ", ".join(CHECKERS))
+    p.add_argument("--warnings-as-errors", action="store_true",
+                   help="a warning (TS6xx bank conflicts, TS216, ...) fails the run: exit 1 "
+                        "(without it warnings exit 0)")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tilesafe",
         description="Verify Hopper GPU kernels written in the tilesafe language (.tsk).",
-        epilog="exit codes: 0 ok/proved, 1 refuted or unknown, 2 usage/parse/type error, "
-               "3 internal error",
+        epilog="exit codes: 0 ok/proved (warnings included), 1 refuted or unknown (or a "
+               "warning with --warnings-as-errors; fmt --check/--diff: a file would change), "
+               "2 usage/parse/type error, 3 internal error",
     )
-    p.add_argument("--version", action="version", version=f"tilesafe {__version__}")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    p.add_argument("-V", "--version", action="version", version=f"tilesafe {__version__}",
+                   help="print the version and exit")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True,
+                           help="what to do (tilesafe COMMAND --help for its options)")
 
-    lint = sub.add_parser("lint", help="parse, type-check and realise layouts")
-    lint.add_argument("files", nargs="+", metavar="FILE")
-    lint.add_argument("--format", choices=("text", "json"), default="text")
+    lint = sub.add_parser("lint", help="parse, type-check and realise layouts",
+                          description="Parse, type-check and realise every shared layout.")
+    _add_files(lint)
+    _add_format(lint, ("text", "json"))
 
-    run = sub.add_parser("run", help="interpret a kernel on random inputs")
-    run.add_argument("file", metavar="FILE")
+    run = sub.add_parser("run", help="interpret a kernel on random inputs",
+                         description="Interpret a kernel on random inputs (or run it on "
+                                     "the GPU).")
+    run.add_argument("file", metavar="FILE", help="the .tsk file")
     run.add_argument("--size", metavar="M=..,N=..", default="",
                      help="values of the size parameters, e.g. M=128,N=192")
     run.add_argument("--kernel", metavar="NAME", help="kernel to run (if the file has several)")
     run.add_argument("--seed", type=int, default=0, help="random seed for inputs (default 0)")
     run.add_argument("--out", metavar="FILE.npz", help="save inputs and outputs here")
-    run.add_argument("--format", choices=("text", "json"), default="text")
+    _add_format(run, ("text", "json"))
     run.add_argument("--device", choices=("interp", "gpu"), default="interp",
                      help="where to run: the reference interpreter (default) or the GPU "
                           "(compiles through the verification gate first)")
@@ -464,37 +588,66 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                      help="with --device gpu: report a hang after this long (default 60)")
 
-    comp = sub.add_parser("compile", help="emit PTX (sm_90a) for a verified kernel")
-    comp.add_argument("file", metavar="FILE")
+    comp = sub.add_parser("compile", help="emit PTX (sm_90a) for a verified kernel",
+                          description="Verify, then emit and validate PTX for sm_90a.")
+    comp.add_argument("file", metavar="FILE", help="the .tsk file")
     comp.add_argument("--kernel", metavar="NAME", help="kernel to compile (if several)")
     comp.add_argument("-o", "--output", metavar="OUT.ptx",
                       help="write the PTX here (default: standard output)")
     comp.add_argument("--unverified", action="store_true",
                       help="emit even if some obligation is not proved (with a banner)")
-    comp.add_argument("--format", choices=("text", "json"), default="text")
+    _add_format(comp, ("text", "json"))
 
-    fmt = sub.add_parser("fmt", help="rewrite files in canonical style")
-    fmt.add_argument("files", nargs="+", metavar="FILE")
+    fmt = sub.add_parser("fmt", help="rewrite files in canonical style",
+                         description="Rewrite files in the canonical style (comments kept; "
+                                     "refuses to change meaning). Standard input (-) is "
+                                     "printed formatted.")
+    _add_files(fmt)
     fmt.add_argument("--check", action="store_true",
                      help="do not write; exit 1 if a file would change")
-    fmt.add_argument("--diff", action="store_true", help="do not write; print a unified diff")
+    fmt.add_argument("--diff", action="store_true",
+                     help="do not write; print a unified diff and exit 1 if there is one")
 
-    verify = sub.add_parser("verify", help="prove every obligation of every kernel")
-    verify.add_argument("files", nargs="+", metavar="FILE")
-    verify.add_argument("--format", choices=("text", "json", "sarif"), default="text")
-    verify.add_argument("--only", metavar="CHECKERS",
-                        help="comma-separated checker names (default: all)")
-    verify.add_argument("--timeout", type=float, metavar="SECONDS",
-                        help="time for the temporal searches of one kernel (default 300); "
-                             "past it: unknown")
-    verify.add_argument("--max-states", type=int, metavar="N",
-                        help="states for the temporal searches of one kernel, all together "
-                             "(default 1000000); past it: unknown")
-    verify.add_argument("--max-memory", type=int, metavar="MB",
-                        help="resident memory of the process while those searches run "
-                             "(default 4096); past it: unknown")
-    verify.add_argument("--query-timeout", type=int, metavar="MS",
-                        help="per solver/ISL query (default 10000); past it: unknown")
+    verify = sub.add_parser("verify", help="prove every obligation of every kernel",
+                            description="Prove every obligation of every kernel. Prints "
+                                        "what is not proved and a summary; -v prints the "
+                                        "proofs too.")
+    _add_files(verify)
+    _add_format(verify, ("text", "json", "sarif"))
+    verify.add_argument("-v", "--verbose", action="store_true",
+                        help="also print every proved obligation (one line per temporal "
+                             "exploration)")
+    _add_selection(verify)
+    verify.add_argument("--certificates", metavar="DIR",
+                        help="write each obligation's evidence in checkable form to DIR "
+                             "(SMT-LIB 2, ISL and linear integer arithmetic, state graphs); "
+                             "re-check them with `tilesafe check-certificates DIR`")
+    _add_budgets(verify)
+
+    check = sub.add_parser("check-certificates",
+                           help="re-check certificates written by verify --certificates",
+                           description="Re-check certificates with cvc5 and an independent "
+                                       "mbarrier model (shares no code with the prover's "
+                                       "encodings).")
+    check.add_argument("directory", metavar="DIR", help="a directory written by "
+                                                        "verify --certificates")
+    _add_format(check, ("text", "json"))
+    check.add_argument("-v", "--verbose", action="store_true",
+                       help="print every certificate, not only those that fail")
+    check.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                       help="per SMT query given to cvc5 (default 60)")
+
+    rep = sub.add_parser("report", help="an HTML (or Markdown) proof report",
+                         description="Verify, then write one self-contained HTML file (or "
+                                     "Markdown for CI comments) with the source, the "
+                                     "obligations, counterexamples and layouts drawn.")
+    _add_files(rep)
+    rep.add_argument("-o", "--output", metavar="FILE",
+                     help="write the report here (default: standard output)")
+    rep.add_argument("--format", choices=("html", "markdown"), default="html",
+                     help="html (default) or markdown")
+    _add_selection(rep)
+    _add_budgets(rep)
 
     from tilesafe.mutation.command import add_parser as add_mutate
 
@@ -508,15 +661,64 @@ def _cmd_mutate(args: argparse.Namespace, out: _Out) -> int:
     return run(args, out)
 
 
+def _cmd_check_certificates(args: argparse.Namespace, out: _Out) -> int:
+    from tilesafe.certcheck import check_directory
+
+    if not Path(args.directory).is_dir():
+        raise _Usage(f"{args.directory} is not a directory")
+    if args.timeout <= 0:
+        raise _Usage(f"--timeout must be positive, got {args.timeout:g}")
+    try:
+        results = check_directory(args.directory, timeout_s=args.timeout)
+    except (OSError, ValueError) as err:
+        raise _Usage(f"cannot read certificates in {args.directory}: {err}") from None
+    if not results:
+        raise _Usage(f"no certificates in {args.directory}")
+    bad = [r for r in results if not r.ok]
+    if args.format == "json":
+        out.json([{"kind": "certificate", **r.record()} for r in results])
+    else:
+        for r in results:
+            if args.verbose or not r.ok:
+                out.line(r.line())
+        out.line(f"{len(results)} certificate(s) checked: {len(results) - len(bad)} ok, "
+                 f"{len(bad)} failed")
+    return FAILED if bad else OK
+
+
+def _cmd_report(args: argparse.Namespace, out: _Out) -> int:
+    from tilesafe.report import build_report
+
+    args.verbose = True
+    entries, diags = verify_entries(args, out)
+    stdin = {STDIN: _SOURCES[STDIN]} if _SOURCES.get(STDIN) is not None else None
+    text = build_report(entries, diags, args.format, version=__version__, sources=stdin)
+    if args.output:
+        try:
+            Path(args.output).write_text(text, encoding="utf-8")
+        except OSError as err:
+            raise _Usage(f"cannot write {args.output}: {err.strerror or err}") from None
+        out.err.write(f"tilesafe: wrote {args.output}\n")
+    else:
+        out.out.write(text)
+    if _errors(diags):
+        return USAGE
+    strict = args.warnings_as_errors
+    from tilesafe.proofs.report import failing
+
+    return FAILED if any(failing(e.obligation, strict) for e in entries) else OK
+
+
 _COMMANDS = {"lint": _cmd_lint, "run": _cmd_run, "fmt": _cmd_fmt, "verify": _cmd_verify,
-             "compile": _cmd_compile, "mutate": _cmd_mutate}
+             "compile": _cmd_compile, "mutate": _cmd_mutate,
+             "check-certificates": _cmd_check_certificates, "report": _cmd_report}
 
 
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,
-         stderr: TextIO | None = None) -> int:
+         stderr: TextIO | None = None, stdin: TextIO | None = None) -> int:
     """Run the CLI; returns the exit code (never raises, never shows a traceback unless
     TILESAFE_DEBUG=1)."""
-    out = _Out(stdout or sys.stdout, stderr or sys.stderr)
+    out = _Out(stdout or sys.stdout, stderr or sys.stderr, stdin or sys.stdin)
     try:
         try:
             args = _parser().parse_args(argv)
@@ -526,7 +728,9 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,
             return _COMMANDS[args.command](args, out)
         except DiagnosticError as err:
             if getattr(args, "format", "text") == "json":
-                out.json([d.to_record() for d in err.diagnostics])
+                from tilesafe.proofs.report import diagnostic_record
+
+                out.json([diagnostic_record(d) for d in err.diagnostics])
             elif getattr(args, "format", "text") == "sarif":
                 from tilesafe.proofs.report import sarif_log
 
