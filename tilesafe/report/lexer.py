@@ -25,7 +25,8 @@ KEYWORDS = ("where", "grid", "block", "if", "else", "for", "in", "step", "layout
             "warp", "warps", "threads", "global", "parity", "signal", "read", "zero", "nan",
             "none")
 OPERATIONS = ("sync", "wait", "arrive", "init", "fence", "expect_tx", "tma_load", "tma_store",
-              "commit_group", "wait_group", "mbarrier_init", "proxy_async")
+              "commit_group", "wait_group", "mbarrier_init", "proxy_async", "bar_sync",
+              "bar_arrive")
 ROLES = ("in", "out", "inout")
 TYPES = ("f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
          "bool")
