@@ -81,7 +81,6 @@ REFS = {  # bad kernel -> (sizes, reference of the kernel its bug was planted in
     "ts413_named_barrier_id_shared": ({"M": 64, "N": 320}, ref_matvec_halves),
     "ts413_named_barrier_id_zero": ({"M": 64, "N": 320}, R.ref_matvec),
     "ts302_named": ({"M": 2, "N": 384}, R.ref_double),
-    "ts302_persistent": ({"M": 1152}, R.ref_matvec_512),
     "ts421_named": ({"M": 64, "N": 320}, R.ref_matvec),
 }
 
