@@ -140,7 +140,8 @@ class Machine:
         self.ninst = len(model.instances)
         self.period = period
         self.enum_cap = enum_cap
-        self.base = {**self.sizes, "block.x": 0, "block.y": 0, "block.z": 0}
+        # A lifted block index (semantics/blockparam.py) is a size: it overrides the default.
+        self.base = {"block.x": 0, "block.y": 0, "block.z": 0, **self.sizes}
         self._ev: dict[tuple, Any] = {}
         self._settle: dict[tuple, tuple[int, tuple[int, ...]]] = {}
         self.bar_len = {b.name: b.instances for b in self.k.barriers}
@@ -206,6 +207,9 @@ class Machine:
             return f"finished TMA store of {self.agents[k[1]].cls.name} (not yet waited)"
         if k[0] == "N":
             return f"named barrier {self.named_ids[k[1]]} (released by its arrivers)"
+        if k[0] == "Q":
+            who = ", ".join(self.agents[c].cls.name for c in range(self.n) if (k[2] >> c) & 1)
+            return f"named barrier {self.named_ids[k[1]]} (completed; claimable by {who})"
         return str(k)
 
     def env(self, a: int, ins: Instr, ctrs: tuple[int, ...]) -> dict[str, Any]:
@@ -762,6 +766,9 @@ class Machine:
         own steps and the joint `sync` change them), so they need no key."""
         op = ins.op
         if op == "narrive":
+            if self.ownership:  # a completing phase makes what it pooled claimable
+                return (), (("n", self.nidx[ins.named]),) + tuple(
+                    ("F", x) for x in range(len(self.atom_mask)))
             return (), (("n", self.nidx[ins.named]),)
         if op == "nwait":
             return (("n", self.nidx[ins.named]),), ()
@@ -1242,6 +1249,16 @@ class _Mut:
         if h.get(me):
             return
         free = h.get(FREE, 0)
+        if not free:  # a completed named-barrier phase this class waited for
+            for k in h:
+                if k[0] == "Q" and (k[2] >> a) & 1 and h[k]:
+                    share = min(h[k], self.m.read_share)
+                    h[me] = share
+                    h[k] -= share
+                    if not h[k]:
+                        del h[k]
+                    self.set_holders(x, h)
+                    return
         if free:
             # A fixed share, so that the order of claims does not matter: all classes
             # together can never hold the whole atom by reading.
@@ -1255,8 +1272,10 @@ class _Mut:
     def claim_write(self, a: int, x: int, span: Span | None) -> None:
         h = self.holders(x)
         me = ("A", a)
-        if h.get(me, 0) + h.get(FREE, 0) == self.m.unit:
-            h.pop(FREE, None)
+        mine = [k for k in h if k == me or k == FREE or (k[0] == "Q" and (k[2] >> a) & 1)]
+        if sum(h[k] for k in mine) == self.m.unit:
+            for k in mine:
+                del h[k]
             h[me] = self.m.unit
             self.set_holders(x, h)
             return
@@ -1415,8 +1434,22 @@ class _Mut:
             for x in range(len(m.atom_mask)):
                 h = self.holders(x)
                 mine = h.pop(("A", a), 0)
+                # The class gives up its claim on what a completed phase it waited for
+                # left unclaimed: the other classes of that phase keep theirs; once none is
+                # left it is released here (whoever gets it is ordered after this arrive,
+                # ordered after that phase's arrivals).
+                pools = [k for k in h if k[0] == "Q" and (k[2] >> a) & 1]
+                for k in pools:
+                    v = h.pop(k)
+                    rest = k[2] & ~(1 << a)
+                    if rest:
+                        k2 = ("Q", k[1], rest)
+                        h[k2] = h.get(k2, 0) + v
+                    else:
+                        mine += v
                 if mine:
                     h[("N", i)] = h.get(("N", i), 0) + mine
+                if mine or pools:
                     self.set_holders(x, h)
             self.publish(a)
         mask |= 1 << a
@@ -1425,28 +1458,31 @@ class _Mut:
             raise _Error("TS412", f"{arrived} threads arrive at named barrier {ins.named} "
                          f"in one phase but its count is {ins.ncount}", span)
         if arrived == ins.ncount:
+            # The classes that arrived with bar_sync: at their wait now, or this one.
+            syncers = 1 << a if not ins.stmt.arrive else 0
+            for c in range(m.n):
+                if c != a and (mask >> c) & 1 and m.agents[c].code[self.agents[c][0]].op == \
+                        "nwait":
+                    syncers |= 1 << c
             mask = 0
-            self.named_complete(i, span)
+            self.named_complete(i, span, syncers)
         self.named[i] = mask
 
-    def named_complete(self, i: int, span: Span | None) -> None:
-        """A phase of a named barrier completes: what its arrivers released is split
-        equally among the classes that wait on it (bar_sync); with none, it stays with the
-        barrier (no thread is ordered after the arrivers)."""
+    def named_complete(self, i: int, span: Span | None, syncers: int) -> None:
+        """A phase of a named barrier completes: what its arrivers released becomes
+        claimable (like free memory) by the classes that arrived in it with `bar_sync` --
+        each is ordered after every arrival of the phase once it passes its wait. Without
+        such a class it stays with the barrier (no thread is ordered after the arrivers)."""
         m = self.m
-        syncers = m.nsyncers[i]
         if not m.ownership or not syncers:
             return
+        key = ("Q", i, syncers)
         for x in range(len(m.atom_mask)):
             h = self.holders(x)
             pool = h.pop(("N", i), 0)
             if not pool:
                 continue
-            share, rest = divmod(pool, len(syncers))
-            if rest:
-                raise Unsupported("a permission split is not exact in the chosen unit")
-            for c in syncers:
-                h[("A", c)] = h.get(("A", c), 0) + share
+            h[key] = h.get(key, 0) + pool
             self.set_holders(x, h)
 
     def op_nwait(self, a: int, ins: Instr, ev: tuple, span: Span | None) -> None:
@@ -1769,8 +1805,8 @@ class _Mut:
         if m.ownership:
             self.wins = [(0, 0, 0)] * m.n  # every thread is ordered after every access
             for x, (h, unf) in enumerate(self.perms):
-                hh = {k: v for k, v in h if k[0] != "A"}
-                back = sum(v for k, v in h if k[0] == "A")
+                hh = {k: v for k, v in h if k[0] not in ("A", "N", "Q")}
+                back = sum(v for k, v in h if k[0] in ("A", "N", "Q"))
                 if back:
                     hh[FREE] = hh.get(FREE, 0) + back
                 self.perms[x] = (frozenset(hh.items()),

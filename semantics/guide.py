@@ -87,5 +87,10 @@ def _step(model: Model, mach: Machine, st: tuple, mv: tuple, rec: list) -> Guide
     ins = mach.instr(st, a)
     if ins.op == "arrive" and ins.per_warp and len(ins.group) > 1:
         return GuideStep({t: 1 for g in ins.group for t in model.agents[g].cls.threads})
-    n = max(1, sum(1 for r in rec if "ins" in r and r.get("agents") == (a,)))
+    # A bar_sync is two instructions (narrive, nwait) but one unit: the interpreter's thread
+    # completes it on arriving (it then blocks inside it until the phase completes).
+    n = sum(1 for r in rec if "ins" in r and r.get("agents") == (a,)
+            and r["ins"].op != "nwait")
+    if ins.op != "nwait":
+        n = max(1, n)
     return GuideStep({t: n for t in model.agents[a].cls.threads})

@@ -211,7 +211,8 @@ class GuidedPolicy:
             return self.copy_obj is not None and self.copy_obj not in blk.copies
         for t, goal in self.target.items():
             th = blk.threads[t]
-            if th.done or th.unit > goal or (th.unit == goal and not in_unit(th)):
+            if th.done or th.unit > goal or (th.unit == goal and (not in_unit(th)
+                                                                   or at_named(th))):
                 continue
             return False
         return True
@@ -250,6 +251,13 @@ def in_unit(th: Any) -> bool:
         return False
     stmt = p.stmt if hasattr(p, "ready") else p  # a blocker, or the statement itself
     return th.unit_of.get(id(stmt)) == th.unit_stmt
+
+
+def at_named(th: Any) -> bool:
+    """Has the thread arrived at a named barrier (bar_sync) and waits there? The event
+    model's arrive is done; its wait is a step of its own (semantics/guide.py)."""
+    p = th.pending
+    return hasattr(p, "ready") and type(p.stmt).__name__ == "NamedBar"
 
 
 def may_run(th: Any) -> bool:

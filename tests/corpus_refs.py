@@ -66,6 +66,11 @@ def ref_matvec(s: Sizes, x: Arrays) -> Arrays:
     return {"y": y.astype(F32)}
 
 
+def ref_matvec_512(s: Sizes, x: Arrays) -> Arrays:
+    """persistent_gemv: warp_specialized's y = A x with K = 512 (8 tiles per row block)."""
+    return ref_matvec({"M": s["M"], "N": 512}, x)
+
+
 def ref_rowdot(s: Sizes, x: Arrays) -> Arrays:
     """ring_two_operands: y[m] = sum_n a[m, n] * b[m, n]. Partial h (= column half of every
     64-column tile) is a sequential f32 sum over tiles k, then j = 0..31; y = p0 + p1."""
@@ -152,6 +157,11 @@ def ref_row_sum_ilp(s: Sizes, x: Arrays) -> Arrays:
     return {"out": part[:, 0].copy()}
 
 
+def ref_double_f16(s: Sizes, x: Arrays) -> Arrays:
+    """persistent_tma_store: dst = f16(2 * f32(src))."""
+    return {"dst": to_f16(F32(2.0) * f32(x["src"]))}
+
+
 def ref_affine_f16(s: Sizes, x: Arrays) -> Arrays:
     """smem_fence_tma_store, tma_store_pipeline: dst = f16(f32(src) * 0.5 + 1.0)."""
     return {"dst": to_f16(f32(x["src"]) * F32(0.5) + F32(1.0))}
@@ -229,6 +239,12 @@ CASES: dict[str, Case] = {
     "named_epilogue": Case(ref_matvec, _mn(64, 320), _mns((64, 64), (128, 576))),
     # 3 segments through the one-buffer ping-pong of two named barriers
     "named_handoff": Case(ref_double, _mn(2, 384), _mns((1, 128), (3, 640))),
+    # 10 row tiles over a persistent grid of 8: blocks 0, 1 take two, the ring of 4
+    # stages carries 8 boxes per tile; the epilogue's partials are reused per tile
+    "persistent_gemv": Case(ref_matvec_512, {"M": 640}, ({"M": 64}, {"M": 1152})),
+    # 5 strips over a persistent grid of 8 (blocks 5..7 idle); 4 boxes per strip through 3
+    # stages; every box staged and stored with TMA
+    "persistent_tma_store": Case(ref_double_f16, {"M": 320}, ({"M": 64}, {"M": 1152})),
     "transpose_swizzled": Case(ref_transpose, _mn(64, 96), _mns((32, 32), (96, 160),
                                                                 (64, 32))),
     "transpose_ragged": Case(ref_transpose, _mn(33, 65), _mns((1, 1), (100, 7), (64, 64))),

@@ -165,3 +165,31 @@ def test_every_block_of_small_launches_agrees_with_the_interpreter_model():
 
 def _size_leaf(x):
     return lambda env: env[x.name]
+
+
+def test_the_machine_runs_the_lifted_block():
+    """The one-block machine of a lifted kernel runs the block its sizes name (the block
+    index is a size there, not the default block 0): its trip count is that block's."""
+    from tilesafe.semantics.events import build_model
+    from tilesafe.semantics.explore import Machine
+    k = blockparam.lift(load_program(GOOD).kernels[0])
+    model = build_model(k, False)
+    for m, bx in ((64, 0), (64, 1), (640, 1), (640, 2), (1024, 3)):
+        mach = Machine(model, {"M": m, "block.x": bx})
+        trips = {ins.trip(mach.env(a, ins, ())) for a in range(mach.n)
+                 for ins in mach.agents[a].code if ins.op == "enter" and not ins.ctx}
+        assert trips == {max(0, -(-(m // 64 - bx) // 4))}, (m, bx, trips)
+
+
+def test_epilogue_partials_reused_without_a_barrier_are_refuted():
+    """persistent_gemv without its second epilogue barrier: the next tile overwrites the
+    shared partials the first 64 consumer threads may still be adding (TS302). Not a corpus
+    bad kernel: the interpreter's fixed schedules do not make the readers slow enough to
+    show it (the refutation is still the checkers' own run)."""
+    text = (ROOT / "corpus" / "good" / "persistent_gemv.tsk").read_text()
+    last = text.rindex("      bar_sync 1, 256\n")
+    k = kernel_of(text[:last] + text[last + len("      bar_sync 1, 256\n"):])
+    obs = barrier.check(k, OPTS) + ownership.check(k, OPTS)
+    errs = {o.code for o in obs if o.verdict is not Verdict.PROVED
+            and o.severity is Severity.ERROR}
+    assert errs == {"TS302"}, errs
