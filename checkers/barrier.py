@@ -13,7 +13,7 @@ semantics/parametric.py and docs/temporal.md). Properties and codes:
         comes / two phases completed before the wait)
   TS409 barrier index outside the array              TS410 deadlock
   TS420 deadlock at sync (a `sync` some threads never reach)
-  TS411 a named barrier's thread count is not a multiple of 32 (or exceeds the block)
+  TS414 a named barrier's thread count is not a multiple of 32 (or exceeds the block)
   TS412 more threads arrive in one phase of a named barrier than its count (a class arrives
         twice: a bar_arrive that runs a phase ahead)
   TS413 one barrier id for two synchronisations: two counts, id 0 next to `sync`, or two
@@ -47,7 +47,7 @@ PROPS = (
     Prop("barrier-index", ("TS409",), "every barrier index is inside its array"),
     Prop("deadlock-free", ("TS410", "TS420", "TS421"),
          "no interleaving of the roles and the copy engine deadlocks"),
-    Prop("named-barriers", ("TS411", "TS412", "TS413"),
+    Prop("named-barriers", ("TS412", "TS413", "TS414"),
          "every named barrier (bar_sync / bar_arrive) counts whole warps, gets exactly its "
          "count of arriving threads per phase, and has an id of its own"),
     Prop("loads-landed-at-exit", ("TS430",),

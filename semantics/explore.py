@@ -1401,7 +1401,7 @@ class _Mut:
         name = m.agents[a].cls.name
         what = f"{'bar_sync' if ins.op == 'narrive' and not ins.stmt.arrive else 'bar_arrive'}"
         if ins.ncount % 32 or ins.ncount > m.k.block:
-            raise _Error("TS411", f"{what} {ins.named}, {ins.ncount}: the thread count must be "
+            raise _Error("TS414", f"{what} {ins.named}, {ins.ncount}: the thread count must be "
                          f"a multiple of 32 (whole warps) and at most the block's "
                          f"{m.k.block}", span)
         if len(m.ncounts[i]) > 1:

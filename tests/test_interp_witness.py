@@ -77,7 +77,7 @@ REFS = {  # bad kernel -> (sizes, reference of the kernel its bug was planted in
     "ts430": ({"M": 64, "N": 64}, R.ref_affine_f16),
     "ts303_stage_operand": ({"M": 64, "N": 576}, R.ref_rowdot),
     "ts408_persistent": ({"M": 384}, R.ref_copy),
-    "ts411_named": ({"M": 64, "N": 320}, R.ref_matvec),
+    "ts414_named": ({"M": 64, "N": 320}, R.ref_matvec),
     "ts413_named_barrier_id_shared": ({"M": 64, "N": 320}, ref_matvec_halves),
     "ts413_named_barrier_id_zero": ({"M": 64, "N": 320}, R.ref_matvec),
     "ts302_named": ({"M": 2, "N": 384}, R.ref_double),

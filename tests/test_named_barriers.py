@@ -121,9 +121,9 @@ def test_interpreter_deadlock_at_a_named_barrier():
 
 
 def test_interpreter_count_not_whole_warps():
-    k = load_program(ROOT / "corpus" / "bad" / "ts411_named_barrier_count_not_warps.tsk"
+    k = load_program(ROOT / "corpus" / "bad" / "ts414_named_barrier_count_not_warps.tsk"
                      ).kernels[0]
-    assert _interp_code(k, {"M": 64, "N": 64}) == {"TS411"}
+    assert _interp_code(k, {"M": 64, "N": 64}) == {"TS414"}
 
 
 def test_arrive_a_phase_ahead():
@@ -153,7 +153,7 @@ def test_no_symmetry_reduction_with_named_barriers():
 @pytest.mark.parametrize("old,new,code", [
     ("      bar_arrive 1, 256\n", "", "TS421"),             # consumer waits forever
     ("bar_arrive 2, 256", "bar_arrive 2, 128", "TS413"),    # two counts on one id
-    ("bar_arrive 1, 256", "bar_arrive 1, 250", "TS411"),    # not whole warps
+    ("bar_arrive 1, 256", "bar_arrive 1, 250", "TS414"),    # not whole warps
     ("      bar_sync 1, 256\n", "", "TS302"),               # consumer reads unordered
 ])
 def test_handoff_mutants_refuted(old: str, new: str, code: str):
