@@ -123,8 +123,10 @@ def _interp_case(name: str, kernel: ir.Kernel, compiled, sizes: dict[str, int],
     return Case(name, spec, inputs, expect, dict(ref.tensors), meta)
 
 
-def good_cases(seeds: int) -> Iterator[Case]:
+def good_cases(seeds: int, only: set[str] | None = None) -> Iterator[Case]:
     for kname in sorted(CASES):
+        if only is not None and kname not in only:
+            continue
         path = ROOT / "corpus" / "good" / f"{kname}.tsk"
         kernel = load_program(path).kernels[0]
         compiled = compile_kernel(kernel, str(path))
@@ -249,10 +251,13 @@ def main(argv: list[str]) -> int:
     p.add_argument("--only", default="good,codegen,bad,big,fuzz")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--fuzz", type=int, default=150, help="random scalar programs")
+    p.add_argument("--kernels", default=None,
+                   help="good kernels to build, comma-separated (default: all)")
     a = p.parse_args(argv)
+    only = set(a.kernels.split(",")) if a.kernels else None
     out = Path(a.out)
     kinds = a.only.split(",")
-    makers = {"good": lambda: good_cases(a.seeds), "codegen": lambda: codegen_cases(a.seeds),
+    makers = {"good": lambda: good_cases(a.seeds, only), "codegen": lambda: codegen_cases(a.seeds),
               "bad": bad_cases, "big": big_cases, "fuzz": lambda: fuzz_cases(a.fuzz)}
     n = 0
     for kind in kinds:
