@@ -120,6 +120,13 @@ def run_module(workdir: Path, module: str, tests: list[str], sample: int, seed: 
                    f'excluded-modules = []\ntest-command = {json.dumps(command)}\n\n'
                    '[cosmic-ray.distributor]\nname = "local"\n')
     env = shim_env(workdir)
+    # The tests must pass on the unmutated copy: a test that fails anyway would "kill"
+    # every mutant.
+    clean = subprocess.run(command, shell=True, cwd=workdir, env=env, capture_output=True,
+                           text=True, timeout=timeout * 4)
+    if clean.returncode != 0:
+        raise SystemExit(f"{module}: the targeted tests fail on the unmutated copy:\n"
+                         + clean.stdout[-2000:])
     if session.exists():
         session.unlink()
     subprocess.run([cosmic_ray_command(), "init", str(cfg), str(session)], cwd=workdir, env=env,
