@@ -43,6 +43,19 @@ def test_expect_tx_back_to_zero_after_all_arrivals_is_ts416():
     assert s.expect_tx(32).tx == -32  # not back to zero: fine
 
 
+def test_expect_tx_back_to_zero_with_arrivals_pending_is_fine():
+    """Survivor of the second run: `self.pending == 0` -> `>= 0` in expect_tx's TS416 test.
+    The copy completed first (tx -64), the expect_tx returns tx to zero, but an arrival is
+    still owed: the phase cannot complete yet, so nothing is left unspecified."""
+    s = MbarrierState().init(2).complete_tx(64)
+    s, _ = s.arrive()
+    assert (s.tx, s.pending, s.parity) == (-64, 1, 0)
+    s = s.expect_tx(64)
+    assert (s.tx, s.pending, s.parity) == (0, 1, 0)
+    s, _ = s.arrive()
+    assert (s.tx, s.pending, s.parity) == (0, 2, 1)
+
+
 def test_expect_tx_of_zero_bytes_is_not_ts416():
     """Survivors: `nbytes != 0` -> `>= 0` / `!= 1`: an empty expect_tx changes nothing, even
     on a (hand-built) state with nothing pending."""
