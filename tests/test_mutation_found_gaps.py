@@ -183,3 +183,19 @@ def test_capacity_obligation_counts_the_bytes_between_the_buffers():
     ob = layout._capacity(compile_source(big).kernels[0])
     assert ob.verdict is Verdict.REFUTED and ob.code == "TS103"
     assert ob.counterexample == {"bytes": 2176 - 1024 + 226 * 256 * 4}
+
+
+def test_min_max_fmax_of_two_negatives_is_the_larger():
+    """Survivor of the second run: `a == b` -> `a >= b` in fmax (the signed-zero branch then
+    took every a > b, and picked by a's sign)."""
+    assert fp.fmax(np.float32(-1.0), np.float32(-2.0)) == np.float32(-1.0)
+    assert fp.fmax(np.float32(-2.0), np.float32(-1.0)) == np.float32(-1.0)
+
+
+def test_bf16_array_widening_is_a_shift():
+    """Survivor of the second run: `<< 16` -> `** 16` in bf16_array_to_f32 (no test widened
+    a whole array)."""
+    bits = np.array([0x3F80, 0xC000, 0x0000, 0x7F80], dtype=np.uint16)
+    got = fp.bf16_array_to_f32(bits)
+    assert got.dtype == np.float32
+    assert got.tolist() == [1.0, -2.0, 0.0, float("inf")]
