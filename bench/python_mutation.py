@@ -68,6 +68,42 @@ def export(workdir: Path) -> None:
                     (target / f.name).symlink_to(f)
         else:
             target.symlink_to(workdir / folder, target_is_directory=True)
+    # An interpreter with tilesafe installed editable (pip install -e) resolves its
+    # subpackages through setuptools' finder on sys.meta_path, ahead of PYTHONPATH: the
+    # tests would import the unmutated checkout and every mutant would survive. The shim's
+    # sitecustomize takes that finder out.
+    (shim / "sitecustomize.py").write_text(
+        "import sys\n"
+        "sys.meta_path[:] = [f for f in sys.meta_path if not (getattr(f, '__module__', '')\n"
+        "                    .startswith('__editable__') and 'tilesafe' in f.__module__)]\n")
+
+
+def shim_env(workdir: Path) -> dict[str, str]:
+    """The test commands' environment: the shim first on the path and no implicit current
+    directory (PYTHONSAFEPATH, Python 3.11+): `python -m pytest` in workdir would otherwise
+    import workdir/tilesafe/, which has none of the subpackages."""
+    return dict(os.environ, PYTHONPATH=str(workdir / "_shim"), PYTHONSAFEPATH="1")
+
+
+def check_imports(workdir: Path, modules: list[str]) -> None:
+    """Refuse to run unless the tests would import the modules from the exported copy."""
+    names = ["tilesafe." + m.removesuffix(".py").replace("/", ".") for m in modules]
+    code = ("import importlib, sys\n"
+            f"for n in {names!r}: print(importlib.import_module(n).__file__)\n")
+    env = shim_env(workdir)
+    out = subprocess.run([sys.executable, "-c", code], cwd=workdir, env=env, check=True,
+                         capture_output=True, text=True).stdout.split()
+    wrong = [f for f in out if not Path(f).resolve().is_relative_to(workdir.resolve())]
+    if wrong:
+        raise SystemExit(f"the tests would import {', '.join(wrong)}, not the copy in "
+                         f"{workdir}: mutants there would all survive")
+
+
+def cosmic_ray_command() -> str:
+    """The cosmic-ray next to this interpreter (a virtual environment not on PATH), else
+    the one on PATH."""
+    beside = Path(sys.executable).parent / "cosmic-ray"
+    return str(beside) if beside.exists() else "cosmic-ray"
 
 
 def run_module(workdir: Path, module: str, tests: list[str], sample: int, seed: int,
@@ -83,17 +119,24 @@ def run_module(workdir: Path, module: str, tests: list[str], sample: int, seed: 
     cfg.write_text(f'[cosmic-ray]\nmodule-path = "{module}"\ntimeout = {timeout}\n'
                    f'excluded-modules = []\ntest-command = {json.dumps(command)}\n\n'
                    '[cosmic-ray.distributor]\nname = "local"\n')
-    env = dict(os.environ, PYTHONPATH=str(workdir / "_shim"))
+    env = shim_env(workdir)
+    # The tests must pass on the unmutated copy: a test that fails anyway would "kill"
+    # every mutant.
+    clean = subprocess.run(command, shell=True, cwd=workdir, env=env, capture_output=True,
+                           text=True, timeout=timeout * 4)
+    if clean.returncode != 0:
+        raise SystemExit(f"{module}: the targeted tests fail on the unmutated copy:\n"
+                         + clean.stdout[-2000:])
     if session.exists():
         session.unlink()
-    subprocess.run(["cosmic-ray", "init", str(cfg), str(session)], cwd=workdir, env=env,
+    subprocess.run([cosmic_ray_command(), "init", str(cfg), str(session)], cwd=workdir, env=env,
                    check=True, capture_output=True)
     with use_db(str(session), WorkDB.Mode.open) as db:
         ids = sorted(item.job_id for item in db.work_items)
         random.Random(f"{seed}:{module}").shuffle(ids)
         for job in ids[sample:]:
             db.set_result(job, WorkResult(worker_outcome=WorkerOutcome.SKIPPED))
-    subprocess.run(["cosmic-ray", "exec", str(cfg), str(session)], cwd=workdir, env=env,
+    subprocess.run([cosmic_ray_command(), "exec", str(cfg), str(session)], cwd=workdir, env=env,
                    check=True, capture_output=True)
     counts: dict[str, int] = {}
     survivors = []
@@ -134,6 +177,7 @@ def main() -> int:
     if unknown:
         p.error(f"no targeted tests known for {', '.join(unknown)}")
     export(args.workdir)
+    check_imports(args.workdir, args.modules)
     results = [run_module(args.workdir, m, TARGETS[m], args.sample, args.seed, args.timeout)
                for m in args.modules]
     print(json.dumps(results, indent=1))

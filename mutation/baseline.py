@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-GATE_SIZE = 30
-GATE_SECONDS = 30.0  # total verify time of the gate sample, as measured by the campaign
+GATE_SIZE = 48
+GATE_SECONDS = 60.0  # verify time of the gate sample, as the campaign measured it (loaded)
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -115,6 +115,7 @@ class Entry:
     after: str
     expected: str
     gate: bool
+    codes: tuple[str, ...] = ()  # the codes refuted when the baseline was taken (killed)
 
 
 def load(directory: Path) -> list[Entry]:
@@ -123,7 +124,8 @@ def load(directory: Path) -> list[Entry]:
         doc = json.loads(f.read_text(encoding="utf-8"))
         for e in doc["mutants"]:
             out.append(Entry(doc["kernel"], e["id"], e["operator"], e["edit"], e["before"],
-                             e["after"], e["expected"], bool(e.get("gate"))))
+                             e["after"], e["expected"], bool(e.get("gate")),
+                             tuple(e.get("codes", ()))))
     return out
 
 
