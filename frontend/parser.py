@@ -173,8 +173,8 @@ def _expected(names: set[str] | frozenset[str] | None) -> str:
     if not names:
         return ""
     described = sorted({_describe_terminal(n) for n in names})
-    if len(described) > 8:
-        described = described[:8] + ["..."]
+    if len(described) > 12:
+        described = described[:12] + ["..."]
     return ", ".join(described)
 
 
