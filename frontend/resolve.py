@@ -179,7 +179,12 @@ class _KernelResolver:
             tuple(self.consts.items()), tuple(self.buffers.values()),
             tuple(self.tmaps.values()), tuple(self.barriers.values()), body, ensures,
         )
-        return _infer_roles(kernel)
+        kernel = _infer_roles(kernel)
+        for c in kernel.ensures:  # a tensor without a declared role: known only now
+            if not kernel.tensor(c.tensor).role.written:
+                self.error(dg.BAD_SPEC, f"'ensures' specifies '{c.tensor}', which the kernel "
+                           "never writes", c.span)
+        return None if self.diags else kernel
 
     # ---- specifications --------------------------------------------------------------------
 
@@ -197,7 +202,7 @@ class _KernelResolver:
             else:
                 self.unknown(c.tensor, c.span, "tensor")
             return None
-        if not tensor.role.written:
+        if tensor.role_declared and not tensor.role.written:
             self.error(dg.BAD_SPEC, f"'ensures' specifies '{c.tensor}', an 'in' tensor the "
                        "kernel never writes", c.span, "specify an 'out' or 'inout' tensor")
             return None

@@ -1,0 +1,589 @@
+"""The value proof: every element of an output holds what its `ensures` clause says, for
+every size `where` allows.
+
+How. semantics/value_exec.py gives every write as a term over the writing instance. A write
+to the specified output is compared with the spec's right-hand side, its index variables
+bound to the written index:
+
+* A shared-memory read is resolved to the write it sees. The safety checkers prove that no
+  shared element is read before something wrote it (TS306) and that no access races
+  (TS302/TS304); here ISL proves, for the buffer, that *at most one* instance of all its
+  writing statements writes each element per block (single assignment). Together: the
+  read sees exactly that write, so its value is the writer's term, linked by
+  `writer index == reader index` (a `Choice` over the writing statements, decided by cases).
+  A buffer written more than once per element (a ring refilled every pass, a reduction
+  tree) is outside this rule: UNKNOWN, with that reason.
+* TMA loads write their box at the *logical* indices of the slice: the TMA checker proves
+  the arrangement the copy uses (with its swizzle) equals the buffer's layout (TS520), so
+  logical indices line up; out-of-bounds box elements are the fill value.
+* Terms are compared structurally, operator by operator (so f32 rounding, and `+` not being
+  associative, are respected exactly); global loads by tensor and index, where index
+  equality is an ISL emptiness check over all coordinates involved and every size;
+  conditional values (`if`, the TMA fill) by cases.
+* An order-free `sum` is compared as a multiset: the kernel's additions (folds of loops,
+  trees of `+` over resolved reads) are flattened into contributions, each contribution's
+  map from its instances to the input elements it reads must be injective, contributions
+  disjoint, and the union of their images equal to the image of the spec's index range.
+  +0.0 contributions (a zero fill) are dropped: adding +0.0 to an accumulator that starts at
+  +0.0 never changes it.
+
+Everything is decided by ISL on exact Presburger sets; guards without a Presburger form are
+over-approximated (a superset of instances only makes the proof harder). Failure to prove is
+`NotProved` with the reason and, where ISL found one, a point (sizes, coordinates).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import islpy as isl
+
+from tilesafe.frontend import ir
+from tilesafe.semantics import affine, evaluate, fp
+from tilesafe.semantics.affine import AffineEnv, NotAffine
+from tilesafe.semantics.value_exec import Unsupported, Write, execute, lit
+from tilesafe.semantics.value_terms import (
+    Choice,
+    Fold,
+    Glob,
+    Inst,
+    IntV,
+    Ite,
+    Link,
+    Lit,
+    LoopInfo,
+    Op,
+    Round,
+    Shr,
+    SpecSum,
+    Term,
+    insts,
+    rename,
+    show,
+)
+
+_COMMUTATIVE = ("f32.add", "f32.mul", "int.add", "int.mul")
+MAX_DEPTH = 6  # shared reads resolved through at most this many writers in a chain
+SPEC_NS = 1_000_000
+
+
+class NotProved(Exception):
+    def __init__(self, reason: str, point: dict[str, int] | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.point = point
+
+
+@dataclass(frozen=True)
+class Proof:
+    """What was proved for one clause, as evidence."""
+
+    writes: int  # write statements of the output compared with the spec
+    buffers: tuple[str, ...]  # shared buffers proved single-assignment and resolved
+    terms: tuple[str, ...]  # the kernel's value terms (shown)
+
+
+def prove(kernel: ir.Kernel, spec: ir.Ensures) -> Proof:
+    """Prove `spec` for every size, or raise NotProved/Unsupported (with the reason)."""
+    writes = execute(kernel)
+    prover = _Prover(kernel, writes)
+    outs = [w for w in writes if w.space is ir.Space.GLOBAL and w.target == spec.tensor]
+    if not outs:
+        raise NotProved(f"nothing writes '{spec.tensor}'")
+    shown = []
+    for w in outs:
+        nsmap = prover.fresh_ns_map()
+        value = prover.resolve(rename(w.value, nsmap), 0)
+        shown.append(show(value))
+        prover.compare_write(w.inst.renamed(nsmap(w.inst.ns)), w.indices, value, spec)
+    return Proof(len(outs), tuple(sorted(prover.resolved)), tuple(shown))
+
+
+class _Prover:
+    def __init__(self, kernel: ir.Kernel, writes: list[Write]) -> None:
+        self.k = kernel
+        self.writes = writes
+        self.ctx = isl.Context()
+        self.ns = 0
+        self.resolved: set[str] = set()
+        self.unique: dict[str, bool] = {}
+
+    def fresh_ns_map(self):
+        mapping: dict[int, int] = {}
+
+        def f(ns: int) -> int:
+            if ns == SPEC_NS:
+                return ns
+            if ns not in mapping:
+                self.ns += 1
+                mapping[ns] = self.ns
+            return mapping[ns]
+
+        return f
+
+    # ---- resolving shared reads ------------------------------------------------------------
+
+    def resolve(self, t: Term, depth: int) -> Term:
+        if isinstance(t, Shr):
+            if depth >= MAX_DEPTH:
+                raise NotProved(f"shared reads chain through more than {MAX_DEPTH} writers")
+            writers = [w for w in self.writes
+                       if w.space is ir.Space.SHARED and w.target == t.buffer]
+            if not writers:
+                raise NotProved(f"nothing writes shared buffer '{t.buffer}'")
+            self.check_unique(t.buffer, writers)
+            options = []
+            for w in writers:
+                nsmap = self.fresh_ns_map()
+                winst = w.inst.renamed(nsmap(w.inst.ns))
+                value = self.resolve(rename(w.value, nsmap), depth + 1)
+                options.append((Link(t.inst, t.indices, winst, w.indices), value))
+            self.resolved.add(t.buffer)
+            return Choice(t.buffer, tuple(options))
+        if isinstance(t, Op):
+            return Op(t.name, tuple(self.resolve(a, depth) for a in t.args))
+        if isinstance(t, Round):
+            return Round(t.dtype, self.resolve(t.arg, depth))
+        if isinstance(t, Ite):
+            return Ite(t.cond, t.inst, self.resolve(t.then, depth),
+                       self.resolve(t.orelse, depth))
+        if isinstance(t, Fold):
+            return Fold(self.resolve(t.init, depth), t.inst, t.depth,
+                        self.resolve(t.body, depth), t.guarded)
+        return t
+
+    def check_unique(self, buffer: str, writers: list[Write]) -> None:
+        """At most one instance of all of `buffer`'s writing statements writes each element
+        in a block (ISL, every size)."""
+        if buffer in self.unique:
+            if not self.unique[buffer]:
+                raise NotProved(self._multi(buffer))
+            return
+        ok = True
+        for a, b in itertools.combinations_with_replacement(range(len(writers)), 2):
+            wa, wb = writers[a], writers[b]
+            ia, ib = wa.inst.renamed(-1), wb.inst.renamed(-2)
+            space = _Space(self, [ia, ib])
+            s = space.domain(ia) & space.domain(ib)
+            for x, y in zip(wa.indices, wb.indices, strict=True):
+                s = s & space.term(x, ia).eq_set(space.term(y, ib))
+            if a == b:
+                same = space.universe()
+                for d in space.inst_dims(ia):
+                    same = same & space.dim(d).eq_set(space.dim(d.replace("n-1", "n-2", 1)))
+                s = s.subtract(same)
+            if not s.is_empty():
+                ok = False
+                break
+        self.unique[buffer] = ok
+        if not ok:
+            raise NotProved(self._multi(buffer))
+
+    @staticmethod
+    def _multi(buffer: str) -> str:
+        return (f"shared buffer '{buffer}' is written more than once per element (a ring "
+                "refilled every pass, or a reduction tree): which write a read sees is not "
+                "identified for every size")
+
+    # ---- comparing ---------------------------------------------------------------------------
+
+    def compare_write(self, store: Inst, indices: tuple[ir.Expr, ...], value: Term,
+                      spec: ir.Ensures) -> None:
+        """value (written by `store` at `indices`) == the spec's rhs at those indices."""
+        out = self.k.tensor(spec.tensor)
+        sinst, sterm = spec_term(spec, self.k)
+        space = _Space(self, [store, sinst, *insts(value), *insts(sterm)])
+        ctx = space.domain(store)
+        for var, idx in zip(spec.index_vars, indices, strict=True):
+            ctx = ctx & space.dim(space.loop_name(sinst, var.uid)).eq_set(
+                space.term(idx, store))
+        outer = {n for n in space.names if n.startswith("b")}
+        outer |= set(space.inst_dims(store)) | set(space.inst_dims(sinst))
+        _Compare(space, out.dtype, outer).equal(value, sterm, ctx, top=True)
+
+
+# ---- the spec as a term ----------------------------------------------------------------------
+
+
+def spec_term(spec: ir.Ensures, kernel: ir.Kernel) -> tuple[Inst, Term]:
+    out = kernel.tensor(spec.tensor)
+    loops = tuple(LoopInfo(v.uid, ir.IntConst(spec.span, ir.ScalarType.INT, 0), d, 1)
+                  for v, d in zip(spec.index_vars, out.shape, strict=True))
+    inst = Inst(SPEC_NS, 0, 1, False, loops, ())
+    return inst, _spec_value(spec.rhs, inst)
+
+
+def _spec_value(e: ir.Expr, inst: Inst) -> Term:
+    if e.type is ir.ScalarType.INT:
+        return IntV(e, inst)
+    if isinstance(e, ir.FloatConst):
+        return lit(e.value)
+    if isinstance(e, ir.Load):
+        return Glob(e.tensor, e.indices, inst)
+    if isinstance(e, ir.Reduce):
+        inner = Inst(inst.ns, 0, 1, False, inst.loops + (LoopInfo(e.var.uid, e.lo, e.hi, 1),),
+                     ())
+        return SpecSum(e.ordered, inner, _spec_value(e.body, inner))
+    if isinstance(e, (ir.BinOp, ir.UnOp, ir.Call)):
+        op = evaluate.typed_op(e)
+        operands = ((e.lhs, e.rhs) if isinstance(e, ir.BinOp)
+                    else (e.operand,) if isinstance(e, ir.UnOp) else e.args)
+        args = []
+        for a, conv in zip(operands, op.to_float, strict=True):
+            t = _spec_value(a, inst)
+            args.append(Op("cvt.f32", (t,)) if conv else t)
+        return args[0] if op.name == "id" else Op(op.name, tuple(args))
+    raise Unsupported(f"'{type(e).__name__}' in a spec")
+
+
+# ---- ISL space over all coordinates involved ------------------------------------------------
+
+
+class _Space:
+    """One ISL set space: params = sizes; dims = block coordinates, then per namespace its
+    thread and loop coordinates (`t_n3`, `l_n3_17`)."""
+
+    def __init__(self, prover: _Prover, involved: list[Inst]) -> None:
+        self.k = prover.k
+        self.ctx = prover.ctx
+        names = [f"b{i}" for i in range(len(self.k.grid))]
+        seen: set[str] = set(names)
+        for inst in involved:
+            for n in self.inst_dims(inst):
+                if n not in seen:
+                    seen.add(n)
+                    names.append(n)
+        self.names = names
+        self.space = affine.make_space(self.ctx, self.k.sizes, tuple(names))
+        self.pos = {n: i for i, n in enumerate(names)}
+        self._envs: dict[Inst, AffineEnv] = {}
+        where = affine.exact_set(isl.Set.universe(self.space))
+        env = AffineEnv(self.space)
+        for c in self.k.where:
+            where = where & affine.condition(c, env)
+        blocks = where.over
+        for i, g in enumerate(self.k.grid):
+            b = self.dim(f"b{i}")
+            blocks = blocks & b.ge_set(affine.constant(env, 0)) & b.lt_set(
+                affine.term(g, env))
+        self.base = blocks
+
+    @staticmethod
+    def inst_dims(inst: Inst) -> list[str]:
+        ns = f"n{inst.ns}"
+        dims = [] if inst.ns == SPEC_NS else [f"t_{ns}"]
+        return dims + [f"l_{ns}_{lp.uid}" for lp in inst.loops]
+
+    @staticmethod
+    def loop_name(inst: Inst, uid: int) -> str:
+        return f"l_n{inst.ns}_{uid}"
+
+    def universe(self) -> isl.Set:
+        return isl.Set.universe(self.space)
+
+    def dim(self, name: str) -> isl.PwAff:
+        return affine.dim(AffineEnv(self.space), self.pos[name])
+
+    def env(self, inst: Inst) -> AffineEnv:
+        env = self._envs.get(inst)
+        if env is None:
+            loops = {lp.uid: self.pos[self.loop_name(inst, lp.uid)] for lp in inst.loops}
+            thread = None if inst.ns == SPEC_NS else self.pos[f"t_n{inst.ns}"]
+            env = AffineEnv(self.space, loops, tuple(range(len(self.k.grid))), thread,
+                            dict(inst.lets))
+            self._envs[inst] = env
+        return env
+
+    def term(self, e: ir.Expr, inst: Inst) -> isl.PwAff:
+        try:
+            return affine.term(e, self.env(inst))
+        except NotAffine as why:
+            raise NotProved(f"'{show(IntV(e, inst))}' is not quasi-affine: {why.reason}") \
+                from None
+
+    def cond(self, e: ir.Expr, inst: Inst) -> isl.Set:
+        return affine.condition(e, self.env(inst)).over
+
+    def domain(self, inst: Inst) -> isl.Set:
+        """The instances (over-approximated on non-Presburger guards), in the block grid,
+        at sizes `where` allows."""
+        env = self.env(inst)
+        s = self.base
+        if inst.ns != SPEC_NS:
+            t = self.dim(f"t_n{inst.ns}")
+            s = s & t.ge_set(affine.constant(env, inst.thread_lo))
+            s = s & t.lt_set(affine.constant(env, inst.thread_lo + 1 if inst.elect
+                                              else inst.thread_hi))
+        for lp in inst.loops:
+            v = self.dim(self.loop_name(inst, lp.uid))
+            lo = self.term(lp.lo, inst)
+            s = s & v.ge_set(lo) & v.lt_set(self.term(lp.hi, inst))
+            if lp.step != 1:
+                s = s & v.sub(lo).mod_val(affine.val(self.ctx, lp.step)).eq_set(
+                    affine.constant(env, 0))
+        for g in inst.guards:
+            s = s & self.cond(g, inst)
+        return s
+
+    def link(self, link: Link) -> isl.Set:
+        s = self.domain(link.writer)
+        for r, w in zip(link.reader_idx, link.writer_idx, strict=True):
+            s = s & self.term(r, link.reader).eq_set(self.term(w, link.writer))
+        return s
+
+    def point(self, s: isl.Set) -> dict[str, int]:
+        p = s.sample_point()
+        out = {}
+        for i, name in enumerate(self.k.sizes):
+            out[name] = int(p.get_coordinate_val(isl.dim_type.param, i).to_python())
+        for i, name in enumerate(self.names):
+            if name.startswith("b") or name.startswith("t_") or name.startswith("l_n1000000"):
+                out[name] = int(p.get_coordinate_val(isl.dim_type.set, i).to_python())
+        return out
+
+
+class _Compare:
+    def __init__(self, space: _Space, out_dtype: ir.DType, outer: set[str]) -> None:
+        self.s = space
+        self.out_dtype = out_dtype
+        self.outer = outer  # coordinates fixed for one output element
+
+    def fail(self, why: str, where: isl.Set) -> None:
+        raise NotProved(why, self.s.point(where) if not where.is_empty() else None)
+
+    def equal(self, k: Term, s: Term, ctx: isl.Set, top: bool = False) -> None:
+        """Prove k == s on every point of ctx (bit-exact values). `top`: k flows unchanged
+        into the output, whose store rounds to its dtype anyway (so rounding to that dtype
+        on the way is the identity)."""
+        if ctx.is_empty():
+            return
+        if isinstance(k, Choice):
+            for link, v in k.options:
+                self.equal(v, s, ctx & self.s.link(link), top)
+            return
+        if isinstance(k, Ite):
+            c = self.s.cond(k.cond, k.inst)
+            self.equal(k.then, s, ctx & c, top)
+            self.equal(k.orelse, s, ctx & self.s.cond(_neg(k.cond), k.inst), top)
+            return
+        if top and isinstance(k, Round) and k.dtype is self.out_dtype:
+            self.equal(k.arg, s, ctx, top)
+            return
+        if isinstance(k, Round):
+            inner = k.arg
+            if _exact_in(inner, k.dtype, self.s.k):
+                self.equal(inner, s, ctx)
+                return
+            if isinstance(s, Round) and s.dtype is k.dtype:
+                self.equal(inner, s.arg, ctx)
+                return
+            self.fail(f"the kernel rounds '{show(inner)}' to {k.dtype.value} where the spec "
+                      f"does not", ctx)
+        if isinstance(s, SpecSum):
+            self.sum(k, s, ctx)
+            return
+        if isinstance(k, Glob) and isinstance(s, Glob):
+            if k.tensor != s.tensor:
+                self.fail(f"the kernel moves '{k.tensor}' where the spec asks for "
+                          f"'{s.tensor}'", ctx)
+            for d, (a, b) in enumerate(zip(k.indices, s.indices, strict=True)):
+                bad = ctx & self.s.term(a, k.inst).ne_set(self.s.term(b, s.inst))
+                if not bad.is_empty():
+                    self.fail(f"index {d} of '{k.tensor}' differs: the kernel reads "
+                              f"{show(k)}, the spec {show(s)}", bad)
+            return
+        if isinstance(k, Lit) and isinstance(s, Lit):
+            if k.bits != s.bits and not (k.value != k.value and s.value != s.value):
+                self.fail(f"the kernel has {k.value} where the spec has {s.value}", ctx)
+            return
+        if isinstance(k, IntV) and isinstance(s, IntV):
+            bad = ctx & self.s.term(k.expr, k.inst).ne_set(self.s.term(s.expr, s.inst))
+            if not bad.is_empty():
+                self.fail(f"integer {show(k)} differs from the spec's {show(s)}", bad)
+            return
+        if isinstance(k, Op) and isinstance(s, Op) and k.name == s.name and \
+                len(k.args) == len(s.args):
+            try:
+                for a, b in zip(k.args, s.args, strict=True):
+                    self.equal(a, b, ctx)
+            except NotProved:
+                if k.name not in _COMMUTATIVE:
+                    raise
+                # IEEE + and * are commutative (bit for bit, NaN payloads aside)
+                self.equal(k.args[0], s.args[1], ctx)
+                self.equal(k.args[1], s.args[0], ctx)
+            return
+        if isinstance(k, Fold):
+            self.fail("a loop accumulation where the spec has no sum", ctx)
+        self.fail(f"the kernel computes {show(k)} where the spec asks for {show(s)}", ctx)
+
+    # ---- sums ------------------------------------------------------------------------------
+
+    def sum(self, k: Term, s: SpecSum, ctx: isl.Set) -> None:
+        if s.ordered:
+            self.seq_sum(k, s, ctx)
+            return
+        parts = list(self.contributions(k, ctx))
+        spec_dom = ctx & self.s.domain(s.inst)
+        spec_img, spec_inj = self.image(s.body, spec_dom, {self.s.loop_name(
+            s.inst, s.inst.loops[-1].uid)})
+        if not spec_inj:
+            self.fail("the spec's sum names an input element more than once", spec_dom)
+        union = isl.Set.empty(spec_img.get_space())
+        for body, dom, dims in parts:
+            if not _same_shape(body, s.body):
+                self.fail(f"a contribution {show(body)} does not have the shape of the "
+                          f"spec's {show(s.body)}", dom)
+            img, inj = self.image(body, dom, dims)
+            if not inj:
+                self.fail(f"contribution {show(body)} adds an input element more than once",
+                          dom)
+            if not (img & union).is_empty():
+                self.fail("two parts of the reduction add the same input element", dom)
+            union = union | img
+        if not union.subtract(spec_img).is_empty():
+            self.fail("the kernel adds an input element the spec's sum does not", ctx)
+        if not spec_img.subtract(union).is_empty():
+            self.fail("the kernel's reduction misses an input element of the spec's sum", ctx)
+
+    def seq_sum(self, k: Term, s: SpecSum, ctx: isl.Set) -> None:
+        """sum_seq: one unguarded fold over a unit-step loop from +0.0, in the spec's
+        order (contribution i of the loop is contribution i of the spec)."""
+        if not (isinstance(k, Fold) and k.depth == 1 and not k.guarded
+                and isinstance(k.init, Lit) and k.init.bits == 0):
+            self.fail("sum_seq is proved only against one unguarded loop accumulating from "
+                      "0.0", ctx)
+        lp, sp = k.inst.loops[-1], s.inst.loops[-1]
+        if lp.step != 1:
+            self.fail("sum_seq needs a unit-step loop", ctx)
+        kv = self.s.dim(self.s.loop_name(k.inst, lp.uid))
+        sv = self.s.dim(self.s.loop_name(s.inst, sp.uid))
+        klo, khi = self.s.term(lp.lo, k.inst), self.s.term(lp.hi, k.inst)
+        slo, shi = self.s.term(sp.lo, s.inst), self.s.term(sp.hi, s.inst)
+        bad = ctx & khi.sub(klo).max(_zero(self.s)).ne_set(shi.sub(slo).max(_zero(self.s)))
+        if not bad.is_empty():
+            self.fail("the loop and the spec's sum_seq have different trip counts", bad)
+        inner = ctx & self.s.domain(k.inst) & sv.eq_set(kv.sub(klo).add(slo))
+        self.equal(k.body, s.body, inner)
+
+    def contributions(self, k: Term, ctx: isl.Set
+                      ) -> Iterator[tuple[Term, isl.Set, set[str]]]:
+        """(body, instances, the coordinates that range over them) of every addend of an
+        f32 `+` tree; +0.0 addends are dropped."""
+        if ctx.is_empty():
+            return
+        if isinstance(k, Op) and k.name == "f32.add":
+            for a in k.args:
+                yield from self.contributions(a, ctx)
+            return
+        if isinstance(k, Lit) and k.bits == 0:
+            return
+        if isinstance(k, Fold):
+            yield from self.contributions(k.init, ctx)
+            dom = ctx & self.s.domain(k.inst)
+            dims = {self.s.loop_name(k.inst, lp.uid) for lp in k.inst.loops[-k.depth:]}
+            for body, d, extra in self.contributions(k.body, dom):
+                yield body, d, dims | extra
+            return
+        if isinstance(k, Choice):
+            for link, v in k.options:
+                dom = ctx & self.s.link(link)
+                for body, d, extra in self.contributions(v, dom):
+                    yield body, d, extra | set(self.s.inst_dims(link.writer))
+            return
+        if isinstance(k, Ite):
+            yield from self.contributions(k.then, ctx & self.s.cond(k.cond, k.inst))
+            yield from self.contributions(k.orelse,
+                                          ctx & self.s.cond(_neg(k.cond), k.inst))
+            return
+        if isinstance(k, Round) and _exact_in(k.arg, k.dtype, self.s.k):
+            yield from self.contributions(k.arg, ctx)
+            return
+        yield k, ctx, set()
+
+    def image(self, body: Term, dom: isl.Set, ranging: set[str]) -> tuple[isl.Set, bool]:
+        """{(outer coordinates, leaf indices of body)} over dom, and whether the map from
+        (outer, ranging coordinates) to it is injective. Coordinates neither outer nor
+        ranging belong to other parts and are pinned to 0."""
+        env = AffineEnv(self.s.space)
+        d = dom
+        for n in self.s.names:
+            if n not in ranging and n not in self.outer:
+                d = d & self.s.dim(n).eq_set(affine.constant(env, 0))
+        outs = [self.s.dim(n) for n in self.s.names if n in self.outer]
+        for leaf in _leaves(body):
+            if isinstance(leaf, Glob):
+                outs += [self.s.term(i, leaf.inst) for i in leaf.indices]
+            elif isinstance(leaf, IntV):
+                outs.append(self.s.term(leaf.expr, leaf.inst))
+        lst = isl.PwAffList.alloc(self.s.ctx, len(outs))
+        for o in outs:
+            lst = lst.add(o)
+        rng = isl.Space.create_from_names(self.s.ctx, set=[f"o{i}" for i in range(len(outs))],
+                                          params=list(self.s.k.sizes))
+        mspace = self.s.space.map_from_domain_and_range(rng)
+        m = isl.Map.from_multi_pw_aff(isl.MultiPwAff.from_pw_aff_list(mspace, lst))
+        m = m.intersect_domain(d)
+        return m.range(), m.is_injective()
+
+
+def _zero(space: _Space) -> isl.PwAff:
+    return affine.constant(AffineEnv(space.space), 0)
+
+
+def _leaves(t: Term) -> Iterator[Term]:
+    if isinstance(t, (Glob, IntV, Lit)):
+        yield t
+        return
+    if isinstance(t, Op):
+        for a in t.args:
+            yield from _leaves(a)
+        return
+    if isinstance(t, Round):
+        yield from _leaves(t.arg)
+        return
+    raise NotProved(f"a sum's term {show(t)} is not built from loads and constants")
+
+
+def _same_shape(a: Term, b: Term) -> bool:
+    if isinstance(a, Op) and isinstance(b, Op):
+        return a.name == b.name and len(a.args) == len(b.args) and all(
+            _same_shape(x, y) for x, y in zip(a.args, b.args, strict=True))
+    if isinstance(a, Glob) and isinstance(b, Glob):
+        return a.tensor == b.tensor
+    if isinstance(a, Lit) and isinstance(b, Lit):
+        return a.bits == b.bits
+    if isinstance(a, IntV) and isinstance(b, IntV):
+        return True
+    if isinstance(a, Round) and isinstance(b, Round):
+        return a.dtype is b.dtype and _same_shape(a.arg, b.arg)
+    return False
+
+
+def _exact_in(t: Term, dtype: ir.DType, kernel: ir.Kernel) -> bool:
+    """Is rounding t into dtype the identity (a load of a tensor of that dtype, a constant
+    it represents exactly, a fill)?"""
+    if isinstance(t, Glob):
+        return kernel.tensor(t.tensor).dtype is dtype
+    if isinstance(t, Lit):
+        if t.value != t.value:
+            return True
+        if dtype is ir.DType.F16:
+            import numpy as np
+            return float(np.float16(t.value)) == t.value
+        if dtype is ir.DType.BF16:
+            return fp.f32_to_bf16_bits(fp.f32_from_bits(t.bits)) << 16 == t.bits
+        return True
+    if isinstance(t, Ite):
+        return _exact_in(t.then, dtype, kernel) and _exact_in(t.orelse, dtype, kernel)
+    if isinstance(t, Choice):
+        return all(_exact_in(v, dtype, kernel) for _, v in t.options)
+    if isinstance(t, Round):
+        return t.dtype is dtype
+    return False
+
+
+def _neg(e: ir.Expr) -> ir.Expr:
+    return ir.UnOp(e.span, ir.ScalarType.BOOL, "!", e)
