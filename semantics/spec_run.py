@@ -63,11 +63,12 @@ class Mismatch:
         return f"at {sizes}: {at} {what} ({self.mismatches} element(s) differ)"
 
     def as_counterexample(self) -> dict[str, object]:
-        return {"sizes": dict(self.sizes), "seed": self.seed, "inputs": (
+        cex = {"sizes": dict(self.sizes), "seed": self.seed, "inputs": (
             "small integers" if self.exact else "distinct values"),
             "element": f"{self.tensor}[{', '.join(map(str, self.element))}]",
             "got": _plain(self.got), "want": _plain(self.want), "received": self.received,
             "expects": self.expects, "mismatches": self.mismatches}
+        return {k: v for k, v in cex.items() if v is not None}
 
 
 @dataclass(frozen=True)
