@@ -32,7 +32,7 @@ Sizes = dict[str, int]
 
 CANDIDATE_VALUES = (1, 2, 3, 7, 8, 9, 16, 31, 32, 33, 64, 65, 96, 100, 128, 130, 192, 256,
                     320, 384, 448, 512, 768)
-MAX_ELEMENTS = 1 << 16  # all tensors of one launch together
+MAX_ELEMENTS = 1 << 18  # all tensors of one launch together
 MAX_THREADS = 1 << 13  # threads of one launch: keeps an interpreter run to a few seconds
 _MANTISSA = {ir.DType.F16: 10, ir.DType.BF16: 7, ir.DType.F32: 23}
 _EXPONENTS = 8  # values in [2^-4, 2^4): products and short sums stay far from overflow
@@ -114,13 +114,16 @@ def choose_sizes(kernel: ir.Kernel, k: int = 4) -> list[Sizes]:
     size), the most blocks, and a ragged one (sizes not multiples of 8) if allowed."""
     names = kernel.sizes
     found: list[tuple[int, int, Sizes]] = []
+    everything: list[tuple[int, int, Sizes]] = []
     for values in itertools.product(CANDIDATE_VALUES, repeat=len(names)):
         sizes = dict(zip(names, values, strict=True))
         c = _cost(kernel, sizes)
-        if c is not None and c[0] <= MAX_ELEMENTS and c[1] <= MAX_THREADS:
-            found.append((c[0], c[1], sizes))
-    if not found:
-        return []
+        if c is not None:
+            everything.append((c[0], c[1], sizes))
+            if c[0] <= MAX_ELEMENTS and c[1] <= MAX_THREADS:
+                found.append((c[0], c[1], sizes))
+    if not found:  # nothing small: the cheapest launch there is, if any
+        return [min(everything, key=lambda f: (f[0], f[1]))[2]] if everything else []
     found.sort(key=lambda f: (f[0], sorted(f[2].items())))
     picks: list[Sizes] = [found[0][2]]
 
