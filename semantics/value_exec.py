@@ -69,14 +69,19 @@ class _Ctx:
     lets: dict[int, ir.Expr]
     vals: dict[int, Term]
     int_vars: set[int] = field(default_factory=set)
+    epoch: ir.Expr | None = None
+    sched: tuple[ir.Expr, ...] = ()  # the enclosing levels' (position, coordinate)s
+    pos: int = 0  # the current statement's position in its block
 
     def inst(self, extra_guards: tuple[ir.Expr, ...] = ()) -> Inst:
         return Inst(0, self.thread_lo, self.thread_hi, self.elect, self.loops,
-                    self.guards + extra_guards, tuple(sorted(self.lets.items())))
+                    self.guards + extra_guards, tuple(sorted(self.lets.items())),
+                    self.epoch, self.sched + (_int(self.pos, None),))
 
     def child(self, **changes) -> _Ctx:
         new = _Ctx(self.thread_lo, self.thread_hi, self.elect, self.loops, self.guards,
-                   dict(self.lets), dict(self.vals), set(self.int_vars))
+                   dict(self.lets), dict(self.vals), set(self.int_vars), self.epoch,
+                   self.sched, self.pos)
         for k, v in changes.items():
             setattr(new, k, v)
         return new
@@ -96,7 +101,7 @@ class Executor:
         self._fresh = -1
 
     def run(self) -> list[Write]:
-        ctx = _Ctx(0, self.k.block, False, (), (), {}, {})
+        ctx = _Ctx(0, self.k.block, False, (), (), {}, {}, epoch=_int(0, None))
         self.block(self.k.body, ctx)
         return self.writes
 
@@ -107,8 +112,17 @@ class Executor:
     # ---- statements ------------------------------------------------------------------------
 
     def block(self, stmts: tuple[ir.Stmt, ...], ctx: _Ctx) -> None:
-        for s in stmts:
+        for i, s in enumerate(stmts):
+            ctx.pos = i
             self.stmt(s, ctx)
+
+    def nested(self, ctx: _Ctx, coord: ir.Expr | None, **changes) -> _Ctx:
+        """The context of a compound statement's body: one more (position, coordinate)
+        level of program order."""
+        level = (_int(ctx.pos, None), coord if coord is not None else _int(0, None))
+        inner = ctx.child(**changes)
+        inner.sched = ctx.sched + level
+        return inner
 
     def stmt(self, s: ir.Stmt, ctx: _Ctx) -> None:
         if isinstance(s, ir.Let):
@@ -144,10 +158,15 @@ class Executor:
             lo, hi = max(ctx.thread_lo, s.threads.lo), min(ctx.thread_hi, s.threads.hi)
             if s.elect_one:
                 hi = lo + 1
-            inner = ctx.child(thread_lo=lo, thread_hi=max(lo, hi), elect=ctx.elect or
-                              s.elect_one)
+            inner = self.nested(ctx, None, thread_lo=lo, thread_hi=max(lo, hi),
+                                elect=ctx.elect or s.elect_one)
             self.block(s.body, inner)
             _merge_back(ctx, inner, s.body)
+            if _syncs(s.body) != 0:
+                ctx.epoch = None
+        elif isinstance(s, ir.Sync):
+            if ctx.epoch is not None:
+                ctx.epoch = _add(ctx.epoch, _int(1, s.span))
         elif isinstance(s, ir.TmaLoad):
             self.tma_load(s, ctx)
         elif isinstance(s, ir.TmaStore):
@@ -158,7 +177,14 @@ class Executor:
         info = LoopInfo(s.var.uid, s.lo, s.hi, s.step)
         assigned = _assigned(s.body)
         carried = {uid for uid in assigned if uid in ctx.vals}
-        inner = ctx.child(loops=ctx.loops + (info,))
+        per_iter = _syncs(s.body)
+        entry = ctx.epoch
+        inner = self.nested(ctx, s.var, loops=ctx.loops + (info,))
+        if per_iter and entry is not None and per_iter is not None:
+            done = _div(_sub(s.var, s.lo), s.step)
+            inner.epoch = _add(entry, _mul(done, per_iter))
+        elif per_iter != 0:
+            inner.epoch = None
         for uid in carried:
             inner.vals[uid] = Carried(uid)
         self.block(s.body, inner)
@@ -166,6 +192,12 @@ class Executor:
             ctx.vals[uid] = _fold(ctx.vals[uid], inner.vals[uid], uid, inner.inst())
         for uid in assigned & ctx.int_vars:
             ctx.int_vars.add(uid)
+        if per_iter and entry is not None and per_iter is not None:
+            trips = ir.Call(s.span, INT, "max", (_int(0, s.span), _div(_add(_sub(
+                s.hi, s.lo), _int(s.step - 1, s.span)), s.step)))
+            ctx.epoch = _add(entry, _mul(trips, per_iter))
+        elif per_iter != 0:
+            ctx.epoch = None
         for w in self.writes:
             if any(isinstance(n, Carried) for n in walk(w.value)):
                 raise Unsupported("a store inside a loop writes a value carried from the "
@@ -174,10 +206,12 @@ class Executor:
     def branch(self, s: ir.If, ctx: _Ctx) -> None:
         cond = s.cond
         neg = ir.UnOp(cond.span, BOOL, "!", cond)
-        then = ctx.child(guards=ctx.guards + (cond,))
+        then = self.nested(ctx, None, guards=ctx.guards + (cond,))
         self.block(s.then, then)
-        orelse = ctx.child(guards=ctx.guards + (neg,))
+        orelse = self.nested(ctx, _int(1, s.span), guards=ctx.guards + (neg,))
         self.block(s.orelse, orelse)
+        if _syncs(s.then) != 0 or _syncs(s.orelse) != 0:
+            ctx.epoch = None
         for uid in _assigned(s.then) | _assigned(s.orelse):
             if uid in ctx.vals:
                 a, b = then.vals[uid], orelse.vals[uid]
@@ -189,7 +223,7 @@ class Executor:
         box = [self.fresh_var(f"e{d}", s.span) for d in range(len(tm.box))]
         loops = ctx.loops + tuple(LoopInfo(v.uid, _int(0, s.span), _int(n, s.span), 1)
                                   for v, n in zip(box, tm.box, strict=True))
-        inner = ctx.child(loops=loops)
+        inner = ctx.child(loops=loops, epoch=None)  # lands asynchronously: no sync epoch
         gidx = tuple(_add(c, v) for c, v in zip(s.coords, box, strict=True))
         inside = _in_bounds(gidx, tensor.shape, s.span)
         fill = lit(0.0 if tm.oob_fill == "zero" else float("nan"))
@@ -328,6 +362,43 @@ def _int(v: int, span) -> ir.Expr:
 
 def _add(a: ir.Expr, b: ir.Expr) -> ir.Expr:
     return ir.BinOp(a.span, INT, "+", a, b)
+
+
+def _sub(a: ir.Expr, b: ir.Expr) -> ir.Expr:
+    return ir.BinOp(a.span, INT, "-", a, b)
+
+
+def _mul(a: ir.Expr, c: int) -> ir.Expr:
+    return ir.BinOp(a.span, INT, "*", a, _int(c, a.span))
+
+
+def _div(a: ir.Expr, c: int) -> ir.Expr:
+    return a if c == 1 else ir.BinOp(a.span, INT, "/", a, _int(c, a.span))
+
+
+def _syncs(stmts: tuple[ir.Stmt, ...]) -> int | None:
+    """`sync`s one pass over stmts executes, when a constant (None: it depends on a trip
+    count or a condition)."""
+    n = 0
+    for s in stmts:
+        if isinstance(s, ir.Sync):
+            n += 1
+        elif isinstance(s, ir.For):
+            inner = _syncs(s.body)
+            if inner != 0:
+                trips = None
+                if isinstance(s.lo, ir.IntConst) and isinstance(s.hi, ir.IntConst):
+                    trips = max(0, -(-(s.hi.value - s.lo.value) // s.step))
+                if inner is None or trips is None:
+                    return None
+                n += inner * trips
+        elif isinstance(s, ir.If):
+            if _syncs(s.then) != 0 or _syncs(s.orelse) != 0:
+                return None
+        elif isinstance(s, ir.Role):
+            if _syncs(s.body) != 0:
+                return None
+    return n
 
 
 def _in_bounds(idx: tuple[ir.Expr, ...], shape: tuple[ir.Expr, ...], span) -> ir.Expr:

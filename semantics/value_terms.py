@@ -40,6 +40,11 @@ class Inst:
     loops: tuple[LoopInfo, ...]
     guards: tuple[ir.Expr, ...]
     lets: tuple[tuple[int, ir.Expr], ...] = field(default=())
+    # Number of `sync`s every thread has passed before this statement (None: not an affine
+    # function of the coordinates, e.g. a sync under an `if`), and the statement's place in
+    # its thread's program order: (position, loop coordinate or 0, position, ...).
+    epoch: ir.Expr | None = None
+    sched: tuple[ir.Expr, ...] = field(default=())
 
     def renamed(self, ns: int) -> Inst:
         return replace(self, ns=ns)
@@ -131,12 +136,19 @@ class Fold(Term):
 @dataclass(frozen=True)
 class Link:
     """A resolved shared read: the writer instance (`writer`, in its own namespace) wrote
-    `writer_idx` and the reader (`reader`) read `reader_idx`; they are the same element."""
+    `writer_idx` and the reader (`reader`) read `reader_idx`; they are the same element.
+
+    `order` is None when at most one instance ever writes the element (single
+    assignment). Otherwise it is the last-writer relation (an ISL set over the reader's and
+    the writer's coordinates, as text): the writer happens before the read and no other
+    write of the element comes in between, the order being program order and `sync`
+    epochs (semantics/valueflow.py)."""
 
     reader: Inst
     reader_idx: tuple[ir.Expr, ...]
     writer: Inst
     writer_idx: tuple[ir.Expr, ...]
+    order: str | None = None
 
 
 @dataclass(frozen=True)
@@ -209,7 +221,7 @@ def rename(t: Term, ns_map: Callable[[int], int]) -> Term:
                     t.guarded)
     if isinstance(t, Choice):
         return Choice(t.buffer, tuple(
-            (Link(inst(k.reader), k.reader_idx, inst(k.writer), k.writer_idx),
+            (Link(inst(k.reader), k.reader_idx, inst(k.writer), k.writer_idx, k.order),
              rename(v, ns_map)) for k, v in t.options))
     if isinstance(t, SpecSum):
         return SpecSum(t.ordered, inst(t.inst), rename(t.body, ns_map))

@@ -133,13 +133,21 @@ class _Prover:
                        if w.space is ir.Space.SHARED and w.target == t.buffer]
             if not writers:
                 raise NotProved(f"nothing writes shared buffer '{t.buffer}'")
-            self.check_unique(t.buffer, writers)
+            ordered = not self.is_unique(t.buffer, writers)
+            if ordered:
+                self.check_ordered(t, writers)
             options = []
             for w in writers:
                 nsmap = self.fresh_ns_map()
                 winst = w.inst.renamed(nsmap(w.inst.ns))
+                link = Link(t.inst, t.indices, winst, w.indices)
+                if ordered:
+                    order = self.last_writer(link, writers)
+                    if order is None:
+                        continue  # this statement is never the last writer of the read
+                    link = Link(t.inst, t.indices, winst, w.indices, order)
                 value = self.resolve(rename(w.value, nsmap), depth + 1)
-                options.append((Link(t.inst, t.indices, winst, w.indices), value))
+                options.append((link, value))
             self.resolved.add(t.buffer)
             return Choice(t.buffer, tuple(options))
         if isinstance(t, Op):
@@ -154,13 +162,58 @@ class _Prover:
                         self.resolve(t.body, depth), t.guarded)
         return t
 
-    def check_unique(self, buffer: str, writers: list[Write]) -> None:
+    def check_ordered(self, read: Shr, writers: list[Write]) -> None:
+        """A buffer written more than once per element: the write a read sees is the last
+        one before it, which is decidable here when program order and `sync` epochs order
+        the read against every write of the element (race freedom, proved by the ownership
+        checker, says some synchronisation orders them; if it is not sync/program order,
+        e.g. an mbarrier phase or an asynchronous TMA load, give up)."""
+        if read.inst.epoch is None or any(w.inst.epoch is None for w in writers):
+            raise NotProved(self._multi(read.buffer) + "; a write or the read is not ordered "
+                            "by `sync` (a TMA load, or a sync under a condition)")
+        for w in writers:
+            r, wi = read.inst.renamed(-3), w.inst.renamed(-4)
+            space = _Space(self, [r, wi])
+            s = space.domain(r) & space.domain(wi)
+            for x, y in zip(read.indices, w.indices, strict=True):
+                s = s & space.term(x, r).eq_set(space.term(y, wi))
+            s = s.subtract(space.hb(wi, r)).subtract(space.hb(r, wi))
+            s = s.subtract(space.same_instance(r, wi))  # `x[i] = x[i] + ..`: read first
+            if not s.is_empty():
+                raise NotProved(self._multi(read.buffer) + "; some write of an element it "
+                                "reads is ordered with the read by an mbarrier, not by sync "
+                                "or program order", space.point(s))
+
+    def last_writer(self, link: Link, writers: list[Write]) -> str | None:
+        """The pairs (read, write) of `link` where the write is the last one of the element
+        before the read, as ISL text over their coordinates; None when there are none."""
+        rivals = [(w.inst.renamed(self.fresh_ns_map()(w.inst.ns)), w.indices)
+                  for w in writers]
+        space = _Space(self, [link.reader, link.writer] + [r for r, _ in rivals])
+        s = space.domain(link.reader) & space.link(link)
+        s = s & space.hb(link.writer, link.reader)
+        for rival, ridx in rivals:
+            between = space.same_element(link.reader, link.reader_idx, rival, ridx)
+            between = between & space.hb(link.writer, rival) & space.hb(rival, link.reader)
+            dims = space.inst_dims(rival)
+            for name in dims:
+                between = between.eliminate(isl.dim_type.set, space.pos[name], 1)
+            s = s.subtract(between)
+            if s.is_empty():
+                return None
+        keep = [n for n in space.names if n.startswith("b")]
+        keep += space.inst_dims(link.reader) + space.inst_dims(link.writer)
+        for name in reversed(space.names):
+            if name not in keep:
+                s = s.project_out(isl.dim_type.set, space.names.index(name), 1)
+        s = s.coalesce()
+        return None if s.is_empty() else f"{keep}|{s}"
+
+    def is_unique(self, buffer: str, writers: list[Write]) -> bool:
         """At most one instance of all of `buffer`'s writing statements writes each element
         in a block (ISL, every size)."""
         if buffer in self.unique:
-            if not self.unique[buffer]:
-                raise NotProved(self._multi(buffer))
-            return
+            return self.unique[buffer]
         ok = True
         for a, b in itertools.combinations_with_replacement(range(len(writers)), 2):
             wa, wb = writers[a], writers[b]
@@ -178,8 +231,7 @@ class _Prover:
                 ok = False
                 break
         self.unique[buffer] = ok
-        if not ok:
-            raise NotProved(self._multi(buffer))
+        return ok
 
     @staticmethod
     def _multi(buffer: str) -> str:
@@ -327,11 +379,60 @@ class _Space:
             s = s & self.cond(g, inst)
         return s
 
-    def link(self, link: Link) -> isl.Set:
-        s = self.domain(link.writer)
-        for r, w in zip(link.reader_idx, link.writer_idx, strict=True):
-            s = s & self.term(r, link.reader).eq_set(self.term(w, link.writer))
+    def same_element(self, reader: Inst, ridx, writer: Inst, widx) -> isl.Set:
+        s = self.domain(writer)
+        for r, w in zip(ridx, widx, strict=True):
+            s = s & self.term(r, reader).eq_set(self.term(w, writer))
         return s
+
+    def link(self, link: Link) -> isl.Set:
+        s = self.same_element(link.reader, link.reader_idx, link.writer, link.writer_idx)
+        if link.order is None:
+            return s
+        return s & self.embed(link.order)
+
+    def embed(self, text: str) -> isl.Set:
+        """A set over some of this space's coordinates (`[names]|set`) as a set of it."""
+        names_text, set_text = text.split("|", 1)
+        names = [n.strip(" '") for n in names_text.strip("[]").split(",")]
+        small = isl.Set.read_from_str(self.ctx, set_text)
+        params = ", ".join(self.k.sizes)
+        m = isl.Map.read_from_str(self.ctx, f"[{params}] -> {{ [{', '.join(names)}] -> "
+                                  f"[{', '.join(self.names)}] }}")
+        return self.universe() & small.align_params(m.get_space().params()).apply(m)
+
+    def hb(self, a: Inst, b: Inst) -> isl.Set:
+        """a happens before b by program order (same thread) or by a `sync` between them
+        (a's epoch is smaller): sufficient, and checked to decide every pair it is used on
+        (Prover.check_ordered)."""
+        env = AffineEnv(self.space)
+        s = self.lex_lt(a, b) & self.dim(f"t_n{a.ns}").eq_set(self.dim(f"t_n{b.ns}"))
+        if a.epoch is not None and b.epoch is not None:
+            s = s | self.term(a.epoch, a).lt_set(self.term(b.epoch, b))
+        del env
+        return s
+
+    def same_instance(self, a: Inst, b: Inst) -> isl.Set:
+        """a and b are one statement instance of one thread."""
+        if len(a.sched) != len(b.sched):
+            return isl.Set.empty(self.space)
+        s = self.dim(f"t_n{a.ns}").eq_set(self.dim(f"t_n{b.ns}"))
+        for x, y in zip(a.sched, b.sched, strict=True):
+            s = s & self.term(x, a).eq_set(self.term(y, b))
+        return s
+
+    def lex_lt(self, a: Inst, b: Inst) -> isl.Set:
+        env = AffineEnv(self.space)
+        n = max(len(a.sched), len(b.sched))
+        pad = affine.constant(env, -1)
+        xs = [self.term(x, a) for x in a.sched] + [pad] * (n - len(a.sched))
+        ys = [self.term(y, b) for y in b.sched] + [pad] * (n - len(b.sched))
+        result = isl.Set.empty(self.space)
+        eq = self.universe()
+        for x, y in zip(xs, ys, strict=True):
+            result = result | (eq & x.lt_set(y))
+            eq = eq & x.eq_set(y)
+        return result
 
     def point(self, s: isl.Set) -> dict[str, int]:
         p = s.sample_point()
