@@ -72,16 +72,17 @@ class _Ctx:
     epoch: ir.Expr | None = None
     sched: tuple[ir.Expr, ...] = ()  # the enclosing levels' (position, coordinate)s
     pos: int = 0  # the current statement's position in its block
+    kernel: int = 0
 
     def inst(self, extra_guards: tuple[ir.Expr, ...] = ()) -> Inst:
         return Inst(0, self.thread_lo, self.thread_hi, self.elect, self.loops,
                     self.guards + extra_guards, tuple(sorted(self.lets.items())),
-                    self.epoch, self.sched + (_int(self.pos, None),))
+                    self.epoch, self.sched + (_int(self.pos, None),), self.kernel)
 
     def child(self, **changes) -> _Ctx:
         new = _Ctx(self.thread_lo, self.thread_hi, self.elect, self.loops, self.guards,
                    dict(self.lets), dict(self.vals), set(self.int_vars), self.epoch,
-                   self.sched, self.pos)
+                   self.sched, self.pos, self.kernel)
         for k, v in changes.items():
             setattr(new, k, v)
         return new
@@ -95,13 +96,15 @@ def lit(value: float) -> Lit:
 class Executor:
     """Collects every write of the kernel (`writes`), in program order."""
 
-    def __init__(self, kernel: ir.Kernel) -> None:
+    def __init__(self, kernel: ir.Kernel, tag: int = 0) -> None:
         self.k = kernel
+        self.tag = tag
         self.writes: list[Write] = []
-        self._fresh = -1
+        self._fresh = -1 - 100_000 * tag  # box coordinates: uids no loop of the IR has
 
     def run(self) -> list[Write]:
-        ctx = _Ctx(0, self.k.block, False, (), (), {}, {}, epoch=_int(0, None))
+        ctx = _Ctx(0, self.k.block, False, (), (), {}, {}, epoch=_int(0, None),
+                   kernel=self.tag)
         self.block(self.k.body, ctx)
         return self.writes
 
@@ -287,8 +290,8 @@ class Executor:
         raise Unsupported(f"'{type(e).__name__}' as a value")
 
 
-def execute(kernel: ir.Kernel) -> list[Write]:
-    return Executor(kernel).run()
+def execute(kernel: ir.Kernel, tag: int = 0) -> list[Write]:
+    return Executor(kernel, tag).run()
 
 
 # ---- helpers ---------------------------------------------------------------------------------

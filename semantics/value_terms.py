@@ -45,6 +45,7 @@ class Inst:
     # its thread's program order: (position, loop coordinate or 0, position, ...).
     epoch: ir.Expr | None = None
     sched: tuple[ir.Expr, ...] = field(default=())
+    kernel: int = 0  # which kernel's launch (1: the second kernel of `tilesafe equiv`)
 
     def renamed(self, ns: int) -> Inst:
         return replace(self, ns=ns)
@@ -228,8 +229,13 @@ def rename(t: Term, ns_map: Callable[[int], int]) -> Term:
     return t
 
 
-def show(t: Term) -> str:
-    """A short human-readable form, for evidence."""
+def show(t: Term, limit: int = 160) -> str:
+    """A short human-readable form, for evidence and messages (cut at `limit` chars)."""
+    text = _show(t)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _show(t: Term) -> str:
     if isinstance(t, Lit):
         return repr(t.value)
     if isinstance(t, IntV):
@@ -238,17 +244,17 @@ def show(t: Term) -> str:
         name = t.tensor if isinstance(t, Glob) else t.buffer
         return f"{name}[{', '.join(_expr(i) for i in t.indices)}]"
     if isinstance(t, Op):
-        return f"{t.name}({', '.join(show(a) for a in t.args)})"
+        return f"{t.name}({', '.join(_show(a) for a in t.args)})"
     if isinstance(t, Round):
-        return f"{t.dtype.value}({show(t.arg)})"
+        return f"{t.dtype.value}({_show(t.arg)})"
     if isinstance(t, Ite):
-        return f"({_expr(t.cond)} ? {show(t.then)} : {show(t.orelse)})"
+        return f"({_expr(t.cond)} ? {_show(t.then)} : {_show(t.orelse)})"
     if isinstance(t, Fold):
-        return f"fold{t.depth}({show(t.init)}; {show(t.body)})"
+        return f"fold{t.depth}({_show(t.init)}; {_show(t.body)})"
     if isinstance(t, Choice):
-        return " | ".join(f"{t.buffer}<-{show(v)}" for _, v in t.options)
+        return " | ".join(f"{t.buffer}<-{_show(v)}" for _, v in t.options)
     if isinstance(t, SpecSum):
-        return f"sum({show(t.body)})"
+        return f"sum({_show(t.body)})"
     if isinstance(t, Carried):
         return f"carried#{t.uid}"
     return type(t).__name__

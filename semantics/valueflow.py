@@ -102,11 +102,14 @@ def prove(kernel: ir.Kernel, spec: ir.Ensures) -> Proof:
 
 
 class _Prover:
-    def __init__(self, kernel: ir.Kernel, writes: list[Write]) -> None:
+    def __init__(self, kernel: ir.Kernel, writes: list[Write],
+                 kernels: tuple[ir.Kernel, ...] | None = None, first_ns: int = 0,
+                 ctx: isl.Context | None = None) -> None:
         self.k = kernel
+        self.kernels = kernels or (kernel,)  # every launch coordinates may come from
         self.writes = writes
-        self.ctx = isl.Context()
-        self.ns = 0
+        self.ctx = ctx or isl.Context()
+        self.ns = first_ns
         self.resolved: set[str] = set()
         self.unique: dict[str, bool] = {}
 
@@ -201,7 +204,7 @@ class _Prover:
             s = s.subtract(between)
             if s.is_empty():
                 return None
-        keep = [n for n in space.names if n.startswith("b")]
+        keep = [n for n in space.names if _is_block(n)]
         keep += space.inst_dims(link.reader) + space.inst_dims(link.writer)
         for name in reversed(space.names):
             if name not in keep:
@@ -251,7 +254,7 @@ class _Prover:
         for var, idx in zip(spec.index_vars, indices, strict=True):
             ctx = ctx & space.dim(space.loop_name(sinst, var.uid)).eq_set(
                 space.term(idx, store))
-        outer = {n for n in space.names if n.startswith("b")}
+        outer = {n for n in space.names if _is_block(n)}
         outer |= set(space.inst_dims(store)) | set(space.inst_dims(sinst))
         _Compare(space, out.dtype, outer).equal(value, sterm, ctx, top=True)
 
@@ -299,8 +302,10 @@ class _Space:
 
     def __init__(self, prover: _Prover, involved: list[Inst]) -> None:
         self.k = prover.k
+        self.kernels = prover.kernels
         self.ctx = prover.ctx
-        names = [f"b{i}" for i in range(len(self.k.grid))]
+        names = [_block_name(tag, i) for tag, k in enumerate(self.kernels)
+                 for i in range(len(k.grid))]
         seen: set[str] = set(names)
         for inst in involved:
             for n in self.inst_dims(inst):
@@ -308,19 +313,22 @@ class _Space:
                     seen.add(n)
                     names.append(n)
         self.names = names
-        self.space = affine.make_space(self.ctx, self.k.sizes, tuple(names))
+        sizes = tuple(dict.fromkeys(n for k in self.kernels for n in k.sizes))
+        self.sizes = sizes
+        self.space = affine.make_space(self.ctx, sizes, tuple(names))
         self.pos = {n: i for i, n in enumerate(names)}
         self._envs: dict[Inst, AffineEnv] = {}
         where = affine.exact_set(isl.Set.universe(self.space))
         env = AffineEnv(self.space)
-        for c in self.k.where:
-            where = where & affine.condition(c, env)
-        blocks = where.over
-        for i, g in enumerate(self.k.grid):
-            b = self.dim(f"b{i}")
-            blocks = blocks & b.ge_set(affine.constant(env, 0)) & b.lt_set(
-                affine.term(g, env))
-        self.base = blocks
+        blocks = self.universe()
+        for tag, k in enumerate(self.kernels):
+            for c in k.where:
+                where = where & affine.condition(c, env)
+            for i, g in enumerate(k.grid):
+                b = self.dim(_block_name(tag, i))
+                blocks = blocks & b.ge_set(affine.constant(env, 0)) & b.lt_set(
+                    affine.term(g, env))
+        self.base = blocks & where.over
 
     @staticmethod
     def inst_dims(inst: Inst) -> list[str]:
@@ -343,8 +351,9 @@ class _Space:
         if env is None:
             loops = {lp.uid: self.pos[self.loop_name(inst, lp.uid)] for lp in inst.loops}
             thread = None if inst.ns == SPEC_NS else self.pos[f"t_n{inst.ns}"]
-            env = AffineEnv(self.space, loops, tuple(range(len(self.k.grid))), thread,
-                            dict(inst.lets))
+            grid = self.kernels[inst.kernel].grid
+            blocks = tuple(self.pos[_block_name(inst.kernel, i)] for i in range(len(grid)))
+            env = AffineEnv(self.space, loops, blocks, thread, dict(inst.lets))
             self._envs[inst] = env
         return env
 
@@ -396,7 +405,7 @@ class _Space:
         names_text, set_text = text.split("|", 1)
         names = [n.strip(" '") for n in names_text.strip("[]").split(",")]
         small = isl.Set.read_from_str(self.ctx, set_text)
-        params = ", ".join(self.k.sizes)
+        params = ", ".join(self.sizes)
         m = isl.Map.read_from_str(self.ctx, f"[{params}] -> {{ [{', '.join(names)}] -> "
                                   f"[{', '.join(self.names)}] }}")
         return self.universe() & small.align_params(m.get_space().params()).apply(m)
@@ -437,10 +446,10 @@ class _Space:
     def point(self, s: isl.Set) -> dict[str, int]:
         p = s.sample_point()
         out = {}
-        for i, name in enumerate(self.k.sizes):
+        for i, name in enumerate(self.sizes):
             out[name] = int(p.get_coordinate_val(isl.dim_type.param, i).to_python())
         for i, name in enumerate(self.names):
-            if name.startswith("b") or name.startswith("t_") or name.startswith("l_n1000000"):
+            if _is_block(name) or name.startswith(f"l_n{SPEC_NS}_"):
                 out[name] = int(p.get_coordinate_val(isl.dim_type.set, i).to_python())
         return out
 
@@ -452,6 +461,8 @@ class _Compare:
         self.outer = outer  # coordinates fixed for one output element
 
     def fail(self, why: str, where: isl.Set) -> None:
+        if len(why) > 400:
+            why = why[:400] + "..."
         raise NotProved(why, self.s.point(where) if not where.is_empty() else None)
 
     def equal(self, k: Term, s: Term, ctx: isl.Set, top: bool = False) -> None:
@@ -469,8 +480,19 @@ class _Compare:
             self.equal(k.then, s, ctx & c, top)
             self.equal(k.orelse, s, ctx & self.s.cond(_neg(k.cond), k.inst), top)
             return
+        if isinstance(s, Choice):  # the other side is a kernel too (`tilesafe equiv`)
+            for link, v in s.options:
+                self.equal(k, v, ctx & self.s.link(link), top)
+            return
+        if isinstance(s, Ite):
+            self.equal(k, s.then, ctx & self.s.cond(s.cond, s.inst), top)
+            self.equal(k, s.orelse, ctx & self.s.cond(_neg(s.cond), s.inst), top)
+            return
         if top and isinstance(k, Round) and k.dtype is self.out_dtype:
             self.equal(k.arg, s, ctx, top)
+            return
+        if top and isinstance(s, Round) and s.dtype is self.out_dtype:
+            self.equal(k, s.arg, ctx, top)
             return
         if isinstance(k, Round):
             inner = k.arg
@@ -623,11 +645,19 @@ class _Compare:
         for o in outs:
             lst = lst.add(o)
         rng = isl.Space.create_from_names(self.s.ctx, set=[f"o{i}" for i in range(len(outs))],
-                                          params=list(self.s.k.sizes))
+                                          params=list(self.s.sizes))
         mspace = self.s.space.map_from_domain_and_range(rng)
         m = isl.Map.from_multi_pw_aff(isl.MultiPwAff.from_pw_aff_list(mspace, lst))
         m = m.intersect_domain(d)
         return m.range(), m.is_injective()
+
+
+def _block_name(tag: int, axis: int) -> str:
+    return f"{'bc'[tag]}{axis}"
+
+
+def _is_block(name: str) -> bool:
+    return name[:1] in ("b", "c") and name[1:].isdigit()
 
 
 def _zero(space: _Space) -> isl.PwAff:
