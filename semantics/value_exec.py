@@ -57,6 +57,26 @@ class Write:
     value: Term
     inst: Inst
     span: object
+    tma: TmaWrite | None = None  # a TMA load: the barrier it completes on
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """An `arrive` on a barrier (`tx`: with expect_tx), for the phase matching of TMA
+    loads (semantics/valueflow.py)."""
+
+    barrier: str
+    index: ir.Expr | None
+    tx: bool
+    inst: Inst
+
+
+@dataclass(frozen=True)
+class TmaWrite:
+    """The barrier a TMA load's `Write` completes on."""
+
+    barrier: str
+    index: ir.Expr | None
 
 
 @dataclass
@@ -73,6 +93,7 @@ class _Ctx:
     sched: tuple[ir.Expr, ...] = ()  # the enclosing levels' (position, coordinate)s
     pos: int = 0  # the current statement's position in its block
     kernel: int = 0
+    waits: dict[str, tuple[ir.Expr | None, Inst]] = field(default_factory=dict)
 
     def inst(self, extra_guards: tuple[ir.Expr, ...] = ()) -> Inst:
         return Inst(0, self.thread_lo, self.thread_hi, self.elect, self.loops,
@@ -82,7 +103,7 @@ class _Ctx:
     def child(self, **changes) -> _Ctx:
         new = _Ctx(self.thread_lo, self.thread_hi, self.elect, self.loops, self.guards,
                    dict(self.lets), dict(self.vals), set(self.int_vars), self.epoch,
-                   self.sched, self.pos, self.kernel)
+                   self.sched, self.pos, self.kernel, dict(self.waits))
         for k, v in changes.items():
             setattr(new, k, v)
         return new
@@ -100,6 +121,7 @@ class Executor:
         self.k = kernel
         self.tag = tag
         self.writes: list[Write] = []
+        self.arrivals: list[Arrival] = []
         self._fresh = -1 - 100_000 * tag  # box coordinates: uids no loop of the IR has
 
     def run(self) -> list[Write]:
@@ -170,6 +192,13 @@ class Executor:
         elif isinstance(s, ir.Sync):
             if ctx.epoch is not None:
                 ctx.epoch = _add(ctx.epoch, _int(1, s.span))
+        elif isinstance(s, ir.Wait):
+            ctx.waits[s.barrier.name] = (s.barrier.index, ctx.inst())
+        elif isinstance(s, ir.Arrive):
+            self.arrivals.append(Arrival(s.barrier.name, s.barrier.index,
+                                         s.tx_bytes is not None, ctx.inst()))
+        elif isinstance(s, ir.ExpectTx):
+            self.arrivals.append(Arrival(s.barrier.name, s.barrier.index, True, ctx.inst()))
         elif isinstance(s, ir.TmaLoad):
             self.tma_load(s, ctx)
         elif isinstance(s, ir.TmaStore):
@@ -191,6 +220,9 @@ class Executor:
         for uid in carried:
             inner.vals[uid] = Carried(uid)
         self.block(s.body, inner)
+        for name in list(ctx.waits):
+            if inner.waits.get(name) != ctx.waits[name]:
+                del ctx.waits[name]  # the last iteration's wait: not modelled after the loop
         for uid in carried:
             ctx.vals[uid] = _fold(ctx.vals[uid], inner.vals[uid], uid, inner.inst())
         for uid in assigned & ctx.int_vars:
@@ -236,7 +268,7 @@ class Executor:
         if len(sidx) != len(buf.shape):
             raise Unsupported("a TMA box whose rank differs from the buffer slice's")
         self.writes.append(Write(buf.name, ir.Space.SHARED, sidx, value, inner.inst(),
-                                 s.span))
+                                 s.span, TmaWrite(s.barrier.name, s.barrier.index)))
 
     def tma_store(self, s: ir.TmaStore, ctx: _Ctx) -> None:
         tm = self.k.tensormap(s.tensormap)
@@ -251,7 +283,7 @@ class Executor:
         sidx = s.src.prefix + tuple(box[len(box) - (len(buf.shape) - len(s.src.prefix)):])
         if len(sidx) != len(buf.shape):
             raise Unsupported("a TMA box whose rank differs from the buffer slice's")
-        value = Shr(buf.name, sidx, inner.inst())
+        value = Shr(buf.name, sidx, inner.inst(), _waits(ctx))
         self.writes.append(Write(tensor.name, ir.Space.GLOBAL, gidx, value, inner.inst(),
                                  s.span))
 
@@ -269,7 +301,7 @@ class Executor:
         if isinstance(e, ir.Load):
             if e.space is ir.Space.GLOBAL:
                 return Glob(e.tensor, e.indices, ctx.inst())
-            return Shr(e.tensor, e.indices, ctx.inst())
+            return Shr(e.tensor, e.indices, ctx.inst(), _waits(ctx))
         if isinstance(e, ir.LocalRef):
             if e.uid not in ctx.vals:
                 raise Unsupported(f"'{e.name}' has no value term")
@@ -292,6 +324,10 @@ class Executor:
 
 def execute(kernel: ir.Kernel, tag: int = 0) -> list[Write]:
     return Executor(kernel, tag).run()
+
+
+def _waits(ctx: _Ctx) -> tuple[tuple[str, ir.Expr | None, Inst], ...]:
+    return tuple((name, idx, inst) for name, (idx, inst) in sorted(ctx.waits.items()))
 
 
 # ---- helpers ---------------------------------------------------------------------------------

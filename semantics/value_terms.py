@@ -82,11 +82,14 @@ class Glob(Term):
 
 @dataclass(frozen=True)
 class Shr(Term):
-    """A shared-memory read, not yet resolved to the write it sees."""
+    """A shared-memory read, not yet resolved to the write it sees. `waits`: the mbarrier
+    waits in effect (the latest `wait` on each barrier earlier in the thread's program, at
+    the read's loop level or above): (barrier, element index, the wait's inst)."""
 
     buffer: str
     indices: tuple[ir.Expr, ...]
     inst: Inst
+    waits: tuple[tuple[str, ir.Expr | None, Inst], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -209,7 +212,10 @@ def rename(t: Term, ns_map: Callable[[int], int]) -> Term:
     def inst(i: Inst) -> Inst:
         return i.renamed(ns_map(i.ns))
 
-    if isinstance(t, (IntV, Glob, Shr)):
+    if isinstance(t, Shr):
+        return replace(t, inst=inst(t.inst),
+                       waits=tuple((b, i, inst(w)) for b, i, w in t.waits))
+    if isinstance(t, (IntV, Glob)):
         return replace(t, inst=inst(t.inst))
     if isinstance(t, Op):
         return Op(t.name, tuple(rename(a, ns_map) for a in t.args))

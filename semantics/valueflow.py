@@ -43,7 +43,7 @@ import islpy as isl
 from tilesafe.frontend import ir
 from tilesafe.semantics import affine, evaluate, fp
 from tilesafe.semantics.affine import AffineEnv, NotAffine
-from tilesafe.semantics.value_exec import Unsupported, Write, execute, lit
+from tilesafe.semantics.value_exec import Arrival, Executor, Unsupported, Write, lit
 from tilesafe.semantics.value_terms import (
     Choice,
     Fold,
@@ -87,8 +87,9 @@ class Proof:
 
 def prove(kernel: ir.Kernel, spec: ir.Ensures) -> Proof:
     """Prove `spec` for every size, or raise NotProved/Unsupported (with the reason)."""
-    writes = execute(kernel)
-    prover = _Prover(kernel, writes)
+    ex = Executor(kernel)
+    writes = ex.run()
+    prover = _Prover(kernel, writes, arrivals=ex.arrivals)
     outs = [w for w in writes if w.space is ir.Space.GLOBAL and w.target == spec.tensor]
     if not outs:
         raise NotProved(f"nothing writes '{spec.tensor}'")
@@ -104,8 +105,10 @@ def prove(kernel: ir.Kernel, spec: ir.Ensures) -> Proof:
 class _Prover:
     def __init__(self, kernel: ir.Kernel, writes: list[Write],
                  kernels: tuple[ir.Kernel, ...] | None = None, first_ns: int = 0,
-                 ctx: isl.Context | None = None) -> None:
+                 ctx: isl.Context | None = None, arrivals: list[Arrival] | None = None
+                 ) -> None:
         self.k = kernel
+        self.arrivals = arrivals or []
         self.kernels = kernels or (kernel,)  # every launch coordinates may come from
         self.writes = writes
         self.ctx = ctx or isl.Context()
@@ -137,6 +140,8 @@ class _Prover:
             if not writers:
                 raise NotProved(f"nothing writes shared buffer '{t.buffer}'")
             ordered = not self.is_unique(t.buffer, writers)
+            if ordered and all(w.tma is not None for w in writers):
+                return self.resolve_ring(t, writers, depth)
             if ordered:
                 self.check_ordered(t, writers)
             options = []
@@ -164,6 +169,111 @@ class _Prover:
             return Fold(self.resolve(t.init, depth), t.inst, t.depth,
                         self.resolve(t.body, depth), t.guarded)
         return t
+
+    def resolve_ring(self, t: Shr, writers: list[Write], depth: int) -> Term:
+        """A buffer refilled by TMA loads through an mbarrier ring: the read after the
+        reader's n-th wait on element e of the barrier sees the n-th load into stage e.
+
+        The phase matching is decided here, the protocol proved elsewhere: the barrier
+        checker proves each wait waits for the next phase of its element and the byte
+        counts (TS404/TS407), the ownership checker that no load refills a stage before its
+        readers released it (TS303/TS305). Here ISL proves that the n-th load and the n-th
+        wait on each element happen at the same loop coordinates: one load statement, one
+        `arrive.expect_tx` beside it (count 1), the wait and the load each once per
+        iteration of loops with equal bounds, and the same element sequence on both
+        sides; and that every read element is written by the load so identified."""
+        def fail(why: str) -> NotProved:
+            return NotProved(self._multi(t.buffer) + f"; as an mbarrier ring: {why}")
+
+        bars = {w.tma.barrier for w in writers if w.tma is not None}
+        if len(writers) != 1 or len(bars) != 1:
+            raise fail("more than one statement loads the buffer")
+        (load,) = writers
+        assert load.tma is not None
+        bar = self.k.barrier(load.tma.barrier)
+        guard = next((g for g in bar.all_guards if g.buffer == t.buffer), None)
+        if bar.count != 1 or guard is None:
+            raise fail(f"'{bar.name}' does not guard it with count 1")
+        arrs = [a for a in self.arrivals if a.barrier == bar.name]
+        if len(arrs) != 1 or not arrs[0].tx:
+            raise fail(f"'{bar.name}' is not armed by exactly one arrive.expect_tx")
+        arrive = arrs[0]
+        wait = next((w for w in t.waits if w[0] == bar.name), None)
+        if wait is None:
+            raise fail(f"the read follows no wait on '{bar.name}' at its loop level")
+        _, widx, wait_inst = wait
+        real = tuple(lp for lp in load.inst.loops if lp.uid >= 0)
+        if (arrive.inst.loops != real or arrive.inst.guards != load.inst.guards
+                or (arrive.inst.thread_lo, arrive.inst.thread_hi, arrive.inst.elect)
+                != (load.inst.thread_lo, load.inst.thread_hi, load.inst.elect)):
+            raise fail("the arrive.expect_tx is not beside the load")
+        if len(wait_inst.loops) != len(real) or not real:
+            raise fail("the wait and the load are not in loops of the same depth")
+        if not (load.inst.elect or load.inst.thread_hi - load.inst.thread_lo == 1):
+            raise fail("more than one thread issues the load")
+        li = load.inst.renamed(-7)
+        ai = arrive.inst.renamed(-7)
+        wi = wait_inst
+        space = _Space(self, [li, wi, t.inst])
+        lname = [space.loop_name(li, lp.uid) for lp in real]
+        wname = [space.loop_name(wi, lp.uid) for lp in wi.loops]
+        same = space.universe()
+        for a, b in zip(lname, wname, strict=True):
+            same = same & space.dim(a).eq_set(space.dim(b))
+        for lv, (lp, wp) in enumerate(zip(real, wi.loops, strict=True)):
+            ctx = space.base & same
+            for j in range(lv):
+                ctx = ctx & _bounds(space, li, real[j])
+            for x, y in ((lp.lo, wp.lo), (lp.hi, wp.hi)):
+                if not (ctx & space.term(x, li).ne_set(space.term(y, wi))).is_empty():
+                    raise fail("the load's and the wait's loops have different bounds")
+            if lp.step != wp.step:
+                raise fail("the load's and the wait's loops have different steps")
+        box = [n for n in space.inst_dims(li) if n not in lname and not n.startswith("t_")]
+        dom_l = space.domain(li)
+        for name in box:
+            dom_l = dom_l.eliminate(isl.dim_type.set, space.pos[name], 1)
+        full_l = space.domain(Inst(li.ns, li.thread_lo, li.thread_hi, li.elect, real, (),
+                                   li.lets))
+        if not full_l.is_subset(dom_l):
+            raise fail("the load is skipped in some iterations")
+        wait_all = Inst(wi.ns, wi.thread_lo, wi.thread_hi, wi.elect, wi.loops, (), wi.lets)
+        if not space.domain(wait_all).is_subset(space.domain(wi)):
+            raise fail("the wait is skipped in some iterations")
+        elem_l = load.tma.index if load.tma.index is not None else ir.IntConst(
+            bar.span, ir.ScalarType.INT, 0)
+        elem_w = widx if widx is not None else elem_l
+        seq = full_l & same & space.domain(wait_all)
+        if not (seq & space.term(elem_l, li).ne_set(space.term(elem_w, wi))).is_empty():
+            raise fail("the load's and the wait's barrier elements differ")
+        if not (seq & space.term(arrive.index or elem_l, ai).ne_set(
+                space.term(elem_l, li))).is_empty():
+            raise fail("the arrive.expect_tx arms another element than the load signals")
+        if guard.indexed and not (full_l & space.term(load.indices[0], li).ne_set(
+                space.term(elem_l, li))).is_empty():
+            raise fail("the load's stage is not the element of the barrier guarding it")
+        nsmap = self.fresh_ns_map()
+        winst = load.inst.renamed(nsmap(load.inst.ns))
+        order = self._ring_order(wi, winst, real)
+        link = Link(t.inst, t.indices, winst, load.indices, order)
+        exists = _Space(self, [t.inst, wi, winst])
+        linked = exists.link(link)
+        for name in exists.inst_dims(winst):
+            linked = linked.eliminate(isl.dim_type.set, exists.pos[name], 1)
+        if not exists.domain(t.inst).is_subset(linked):
+            raise fail("some read element is not written by the load of the waited phase")
+        value = self.resolve(rename(load.value, nsmap), depth + 1)
+        self.resolved.add(t.buffer)
+        return Choice(t.buffer, ((link, value),))
+
+    def _ring_order(self, wait: Inst, writer: Inst, real: tuple[LoopInfo, ...]) -> str:
+        """The writer's loop coordinates equal the governing wait's, as `[names]|set`."""
+        space = _Space(self, [wait, writer])
+        s = space.universe()
+        for lp, wp in zip(real, wait.loops, strict=True):
+            s = s & space.dim(space.loop_name(writer, lp.uid)).eq_set(
+                space.dim(space.loop_name(wait, wp.uid)))
+        return f"{space.names}|{s}"
 
     def check_ordered(self, read: Shr, writers: list[Write]) -> None:
         """A buffer written more than once per element: the write a read sees is the last
@@ -228,7 +338,7 @@ class _Prover:
             if a == b:
                 same = space.universe()
                 for d in space.inst_dims(ia):
-                    same = same & space.dim(d).eq_set(space.dim(d.replace("n-1", "n-2", 1)))
+                    same = same & space.dim(d).eq_set(space.dim(d.replace("nm1", "nm2", 1)))
                 s = s.subtract(same)
             if not s.is_empty():
                 ok = False
@@ -332,13 +442,12 @@ class _Space:
 
     @staticmethod
     def inst_dims(inst: Inst) -> list[str]:
-        ns = f"n{inst.ns}"
-        dims = [] if inst.ns == SPEC_NS else [f"t_{ns}"]
-        return dims + [f"l_{ns}_{lp.uid}" for lp in inst.loops]
+        dims = [] if inst.ns == SPEC_NS else [_thread(inst)]
+        return dims + [_Space.loop_name(inst, lp.uid) for lp in inst.loops]
 
     @staticmethod
     def loop_name(inst: Inst, uid: int) -> str:
-        return f"l_n{inst.ns}_{uid}"
+        return f"l_n{_id(inst.ns)}_{_id(uid)}"
 
     def universe(self) -> isl.Set:
         return isl.Set.universe(self.space)
@@ -350,7 +459,7 @@ class _Space:
         env = self._envs.get(inst)
         if env is None:
             loops = {lp.uid: self.pos[self.loop_name(inst, lp.uid)] for lp in inst.loops}
-            thread = None if inst.ns == SPEC_NS else self.pos[f"t_n{inst.ns}"]
+            thread = None if inst.ns == SPEC_NS else self.pos[_thread(inst)]
             grid = self.kernels[inst.kernel].grid
             blocks = tuple(self.pos[_block_name(inst.kernel, i)] for i in range(len(grid)))
             env = AffineEnv(self.space, loops, blocks, thread, dict(inst.lets))
@@ -373,7 +482,7 @@ class _Space:
         env = self.env(inst)
         s = self.base
         if inst.ns != SPEC_NS:
-            t = self.dim(f"t_n{inst.ns}")
+            t = self.dim(_thread(inst))
             s = s & t.ge_set(affine.constant(env, inst.thread_lo))
             s = s & t.lt_set(affine.constant(env, inst.thread_lo + 1 if inst.elect
                                               else inst.thread_hi))
@@ -415,7 +524,7 @@ class _Space:
         (a's epoch is smaller): sufficient, and checked to decide every pair it is used on
         (Prover.check_ordered)."""
         env = AffineEnv(self.space)
-        s = self.lex_lt(a, b) & self.dim(f"t_n{a.ns}").eq_set(self.dim(f"t_n{b.ns}"))
+        s = self.lex_lt(a, b) & self.dim(_thread(a)).eq_set(self.dim(_thread(b)))
         if a.epoch is not None and b.epoch is not None:
             s = s | self.term(a.epoch, a).lt_set(self.term(b.epoch, b))
         del env
@@ -425,7 +534,7 @@ class _Space:
         """a and b are one statement instance of one thread."""
         if len(a.sched) != len(b.sched):
             return isl.Set.empty(self.space)
-        s = self.dim(f"t_n{a.ns}").eq_set(self.dim(f"t_n{b.ns}"))
+        s = self.dim(_thread(a)).eq_set(self.dim(_thread(b)))
         for x, y in zip(a.sched, b.sched, strict=True):
             s = s & self.term(x, a).eq_set(self.term(y, b))
         return s
@@ -624,6 +733,34 @@ class _Compare:
         if isinstance(k, Round) and _exact_in(k.arg, k.dtype, self.s.k):
             yield from self.contributions(k.arg, ctx)
             return
+        yield from self.lift(k, ctx)
+
+    def lift(self, k: Term, ctx: isl.Set) -> Iterator[tuple[Term, isl.Set, set[str]]]:
+        """k with every resolved read and conditional inside its operations split into
+        cases: (a term of loads and constants, where it holds, the writers' coordinates)."""
+        if ctx.is_empty():
+            return
+        if isinstance(k, Choice):
+            for link, v in k.options:
+                for body, d, extra in self.lift(v, ctx & self.s.link(link)):
+                    yield body, d, extra | set(self.s.inst_dims(link.writer))
+            return
+        if isinstance(k, Ite):
+            yield from self.lift(k.then, ctx & self.s.cond(k.cond, k.inst))
+            yield from self.lift(k.orelse, ctx & self.s.cond(_neg(k.cond), k.inst))
+            return
+        if isinstance(k, Round) and _exact_in(k.arg, k.dtype, self.s.k):
+            yield from self.lift(k.arg, ctx)
+            return
+        if isinstance(k, Op):
+            cases: list[tuple[tuple[Term, ...], isl.Set, set[str]]] = [((), ctx, set())]
+            for a in k.args:
+                cases = [(args + (body,), d2, extra | e2)
+                         for args, d, extra in cases
+                         for body, d2, e2 in self.lift(a, d)]
+            for args, d, extra in cases:
+                yield Op(k.name, args), d, extra
+            return
         yield k, ctx, set()
 
     def image(self, body: Term, dom: isl.Set, ranging: set[str]) -> tuple[isl.Set, bool]:
@@ -650,6 +787,20 @@ class _Compare:
         m = isl.Map.from_multi_pw_aff(isl.MultiPwAff.from_pw_aff_list(mspace, lst))
         m = m.intersect_domain(d)
         return m.range(), m.is_injective()
+
+
+def _id(x: int) -> str:
+    """An ISL-safe name part for a namespace or uid (negative ones: m7)."""
+    return str(x) if x >= 0 else f"m{-x}"
+
+
+def _thread(inst: Inst) -> str:
+    return f"t_n{_id(inst.ns)}"
+
+
+def _bounds(space: _Space, inst: Inst, lp: LoopInfo) -> isl.Set:
+    v = space.dim(space.loop_name(inst, lp.uid))
+    return v.ge_set(space.term(lp.lo, inst)) & v.lt_set(space.term(lp.hi, inst))
 
 
 def _block_name(tag: int, axis: int) -> str:
