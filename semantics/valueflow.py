@@ -186,8 +186,10 @@ class _Prover:
             return NotProved(self._multi(t.buffer) + f"; as an mbarrier ring: {why}")
 
         bars = {w.tma.barrier for w in writers if w.tma is not None}
-        if len(writers) != 1 or len(bars) != 1:
-            raise fail("more than one statement loads the buffer")
+        if len(bars) != 1:
+            raise fail("the loads signal different barriers")
+        if len(writers) > 1:
+            return self.resolve_ring_sequence(t, writers, depth, fail)
         (load,) = writers
         assert load.tma is not None
         bar = self.k.barrier(load.tma.barrier)
@@ -265,6 +267,134 @@ class _Prover:
         value = self.resolve(rename(load.value, nsmap), depth + 1)
         self.resolved.add(t.buffer)
         return Choice(t.buffer, ((link, value),))
+
+    def resolve_ring_sequence(self, t: Shr, writers: list[Write], depth: int, fail
+                              ) -> Term:
+        """The ring rule for a stage loaded by several statements in sequence (a prologue
+        that fills the ring, then the refill or prefetch in the loop). Each load statement
+        has at most one loop; all but the last run every iteration, the last a prefix of
+        its loop; their instances come one statement after the other in program order, so
+        load instance number p (in that concatenated order) sits at position
+        p = (loads of the earlier statements) + (k - lo). The governing wait runs once per
+        iteration of one loop: wait number p at k = lo_W + p. ISL proves the barrier element
+        of load p equals that of wait p for every p both have; then the n-th load and the
+        n-th wait of each element have the same p, so the read after wait p sees load p."""
+        loads = sorted(writers, key=lambda w: _sched_key(w.inst))
+        bar = self.k.barrier(loads[0].tma.barrier)  # type: ignore[union-attr]
+        guard = next((g for g in bar.all_guards if g.buffer == t.buffer), None)
+        if bar.count != 1 or guard is None:
+            raise fail(f"'{bar.name}' does not guard it with count 1")
+        arrs = [a for a in self.arrivals if a.barrier == bar.name]
+        if len(arrs) != len(loads) or not all(a.tx for a in arrs):
+            raise fail(f"'{bar.name}' is not armed by one arrive.expect_tx per load")
+        wait = next((w for w in t.waits if w[0] == bar.name), None)
+        if wait is None:
+            raise fail(f"the read follows no wait on '{bar.name}' at its loop level")
+        _, widx, wi = wait
+        if len(wi.loops) != 1:
+            raise fail("the governing wait is not in exactly one loop")
+        for a, b in zip(loads, loads[1:], strict=False):
+            if not _before(a.inst, b.inst):
+                raise fail("the load statements are not one after the other")
+        issuer = None
+        for w in loads:
+            sp = _Space(self, [w.inst])
+            tset = sp.domain(w.inst)
+            keep = sp.pos[_thread(w.inst)]
+            for i in reversed(range(len(sp.names))):
+                if i != keep:
+                    tset = tset.project_out(isl.dim_type.set, i, 1)
+            tset = tset.project_out(isl.dim_type.param, 0, tset.dim(isl.dim_type.param))
+            if tset.is_empty() or not tset.lexmin().is_equal(tset.lexmax()) or (
+                    issuer is not None and not tset.is_equal(issuer)):
+                raise fail("the loads are not issued by one thread")
+            issuer = tset
+        assert issuer is not None
+        issuer_thread = int(issuer.sample_point().get_coordinate_val(
+            isl.dim_type.set, 0).to_python())
+        wl = wi.loops[0]
+        options = []
+        before: ir.Expr = ir.IntConst(bar.span, ir.ScalarType.INT, 0)
+        for n, load in enumerate(loads):
+            real = tuple(lp for lp in load.inst.loops if lp.uid >= 0)
+            if len(real) > 1:
+                raise fail("a load statement is in more than one loop")
+            arrive = next((a for a in arrs if a.inst.loops == real and a.inst.guards ==
+                           load.inst.guards and _sched_key(a.inst)[:-1] ==
+                           _sched_key(load.inst)[:-1]), None)
+            if arrive is None:
+                raise fail("a load has no arrive.expect_tx beside it")
+            li, ai = load.inst.renamed(-7), arrive.inst.renamed(-7)
+            space = _Space(self, [li, wi])
+            bare = Inst(li.ns, li.thread_lo, li.thread_hi, li.elect, real, (), li.lets)
+            dom_l = space.domain(li)
+            for name in space.inst_dims(li):
+                if name != _thread(li) and name not in [space.loop_name(li, lp.uid)
+                                                        for lp in real]:
+                    dom_l = dom_l.eliminate(isl.dim_type.set, space.pos[name], 1)
+            last = n == len(loads) - 1
+            # every iteration of the loop (or once), for the issuing thread, at every size
+            full = space.domain(bare) & space.dim(_thread(li)).eq_set(
+                affine.constant(AffineEnv(space.space), issuer_thread))
+            if real:
+                lp = real[0]
+                if lp.step != 1:
+                    raise fail("a load loop's step is not 1")
+                k = space.dim(space.loop_name(li, lp.uid))
+                if not last and not full.is_subset(dom_l):
+                    raise fail("a load before the last is skipped in some iterations")
+                if last:  # a prefix: an executed iteration's predecessors are executed
+                    prev = dom_l & k.gt_set(space.term(lp.lo, li))
+                    shifted = prev.preimage_multi_aff(_shift(space, space.pos[
+                        space.loop_name(li, lp.uid)], -1))
+                    if not (shifted & full).is_subset(dom_l):
+                        raise fail("the last load statement does not run a prefix of its "
+                                   "loop")
+                pos = _expr_add(before, ir.BinOp(bar.span, ir.ScalarType.INT, "-",
+                                                 ir.LoopVar(bar.span, ir.ScalarType.INT,
+                                                            "k", lp.uid), lp.lo))
+                count = ir.Call(bar.span, ir.ScalarType.INT, "max", (
+                    ir.IntConst(bar.span, ir.ScalarType.INT, 0),
+                    ir.BinOp(bar.span, ir.ScalarType.INT, "-", lp.hi, lp.lo)))
+            else:
+                if not last and not full.is_subset(dom_l):
+                    raise fail("a load before the last does not always run")
+                pos, count = before, ir.IntConst(bar.span, ir.ScalarType.INT, 1)
+            elem = load.tma.index if load.tma.index is not None else ir.IntConst(  # type: ignore[union-attr]
+                bar.span, ir.ScalarType.INT, 0)
+            welem = widx if widx is not None else elem
+            # wait number p at k_W = lo_W + p: same element as load number p
+            same = space.term(pos, li).eq_set(space.dim(space.loop_name(wi, wl.uid)).sub(
+                space.term(wl.lo, wi)))
+            both = dom_l & space.domain(Inst(wi.ns, wi.thread_lo, wi.thread_hi, wi.elect,
+                                             wi.loops, (), wi.lets)) & same
+            if not (both & space.term(elem, li).ne_set(space.term(welem, wi))).is_empty():
+                raise fail("a load and the wait with its number have different elements")
+            if not (dom_l & space.term(arrive.index or elem, ai).ne_set(
+                    space.term(elem, li))).is_empty():
+                raise fail("an arrive.expect_tx arms another element than its load")
+            if guard.indexed and not (dom_l & space.term(load.indices[0], li).ne_set(
+                    space.term(elem, li))).is_empty():
+                raise fail("a load's stage is not the element of the barrier guarding it")
+            nsmap = self.fresh_ns_map()
+            winst = load.inst.renamed(nsmap(load.inst.ns))
+            osp = _Space(self, [wi, winst])
+            order = osp.term(pos, winst).eq_set(osp.dim(osp.loop_name(wi, wl.uid)).sub(
+                osp.term(wl.lo, wi)))
+            link = Link(t.inst, t.indices, winst, load.indices, f"{osp.names}|{order}")
+            options.append((link, rename(load.value, nsmap)))
+            before = _expr_add(before, count)
+        exists = _Space(self, [t.inst, wi] + [lk.writer for lk, _ in options])
+        linked = isl.Set.empty(exists.space)
+        for lk, _ in options:
+            one = exists.link(lk)
+            for name in exists.inst_dims(lk.writer):
+                one = one.eliminate(isl.dim_type.set, exists.pos[name], 1)
+            linked = linked | one
+        if not exists.domain(t.inst).is_subset(linked):
+            raise fail("some read element is not written by the load of the waited phase")
+        self.resolved.add(t.buffer)
+        return Choice(t.buffer, tuple((lk, self.resolve(v, depth + 1)) for lk, v in options))
 
     def _ring_order(self, wait: Inst, writer: Inst, real: tuple[LoopInfo, ...]) -> str:
         """The writer's loop coordinates equal the governing wait's, as `[names]|set`."""
@@ -640,12 +770,15 @@ class _Compare:
             try:
                 for a, b in zip(k.args, s.args, strict=True):
                     self.equal(a, b, ctx)
-            except NotProved:
+            except NotProved as first:
                 if k.name not in _COMMUTATIVE:
                     raise
                 # IEEE + and * are commutative (bit for bit, NaN payloads aside)
-                self.equal(k.args[0], s.args[1], ctx)
-                self.equal(k.args[1], s.args[0], ctx)
+                try:
+                    self.equal(k.args[0], s.args[1], ctx)
+                    self.equal(k.args[1], s.args[0], ctx)
+                except NotProved:
+                    raise first from None
             return
         if isinstance(k, Fold):
             self.fail("a loop accumulation where the spec has no sum", ctx)
@@ -787,6 +920,41 @@ class _Compare:
         m = isl.Map.from_multi_pw_aff(isl.MultiPwAff.from_pw_aff_list(mspace, lst))
         m = m.intersect_domain(d)
         return m.range(), m.is_injective()
+
+
+def _sched_key(inst: Inst) -> tuple[int, ...]:
+    return tuple(e.value if isinstance(e, ir.IntConst) else -1 for e in inst.sched)
+
+
+def _before(a: Inst, b: Inst) -> bool:
+    """Every instance of a precedes every instance of b in program order: they part at a
+    statement position before either's loop coordinates differ."""
+    for x, y in zip(a.sched, b.sched, strict=False):
+        if isinstance(x, ir.IntConst) and isinstance(y, ir.IntConst):
+            if x.value != y.value:
+                return x.value < y.value
+            continue
+        return False  # reached a loop coordinate while still equal: interleaved
+    return False
+
+
+def _expr_add(a: ir.Expr, b: ir.Expr) -> ir.Expr:
+    return ir.BinOp(a.span, ir.ScalarType.INT, "+", a, b)
+
+
+def _shift(space: _Space, pos: int, by: int) -> isl.MultiAff:
+    """The map x -> x with coordinate pos lowered by `by` (x[pos] - by; by < 0 raises)."""
+    ls = isl.LocalSpace.from_space(space.space)
+    affs = []
+    for i in range(len(space.names)):
+        a = isl.Aff.var_on_domain(ls, isl.dim_type.set, i)
+        if i == pos:
+            a = a.add_constant_val(isl.Val.int_from_si(space.ctx, -by))
+        affs.append(a)
+    lst = isl.AffList.alloc(space.ctx, len(affs))
+    for a in affs:
+        lst = lst.add(a)
+    return isl.MultiAff.from_aff_list(space.space.map_from_set(), lst)
 
 
 def _id(x: int) -> str:
