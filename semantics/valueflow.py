@@ -604,10 +604,15 @@ class _Space:
                 from None
 
     def cond(self, e: ir.Expr, inst: Inst) -> isl.Set:
-        return affine.condition(e, self.env(inst)).over
+        """A guard as an exact set. A guard with no Presburger form is not approximated:
+        the multiset and last-writer arguments need exact instance sets, so give up."""
+        c = affine.condition(e, self.env(inst))
+        if not c.exact:
+            raise NotProved(f"a guard is not Presburger ({'; '.join(c.dropped)})")
+        return c.over
 
     def domain(self, inst: Inst) -> isl.Set:
-        """The instances (over-approximated on non-Presburger guards), in the block grid,
+        """The instances, exactly (NotProved on a non-Presburger guard), in the block grid,
         at sizes `where` allows."""
         env = self.env(inst)
         s = self.base
@@ -902,6 +907,11 @@ class _Compare:
         ranging belong to other parts and are pinned to 0."""
         env = AffineEnv(self.s.space)
         d = dom
+        ranging = set(ranging)
+        for leaf in _leaves(body):  # every coordinate a leaf's value depends on ranges too
+            inst = getattr(leaf, "inst", None)
+            if isinstance(inst, Inst):
+                ranging |= set(self.s.inst_dims(inst)) - self.outer
         for n in self.s.names:
             if n not in ranging and n not in self.outer:
                 d = d & self.s.dim(n).eq_set(affine.constant(env, 0))
