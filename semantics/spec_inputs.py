@@ -35,18 +35,20 @@ CANDIDATE_VALUES = (1, 2, 3, 7, 8, 9, 16, 31, 32, 33, 64, 65, 96, 100, 128, 130,
 MAX_ELEMENTS = 1 << 18  # all tensors of one launch together
 MAX_THREADS = 1 << 13  # threads of one launch: keeps an interpreter run to a few seconds
 _MANTISSA = {ir.DType.F16: 10, ir.DType.BF16: 7, ir.DType.F32: 23}
-_EXPONENTS = 8  # values in [2^-4, 2^4): products and short sums stay far from overflow
+# Binades the values come from (centred on 1): f16 and bf16 need many to have enough
+# distinct values; all stay far from overflow in products and short sums.
+_EXPONENTS = {ir.DType.F16: 16, ir.DType.BF16: 64, ir.DType.F32: 8}
 
 
 def distinct_floats(dtype: ir.DType, n: int, rng: np.random.Generator) -> np.ndarray:
     """n values of `dtype` (as float32), pairwise distinct whenever the pool allows."""
-    bits = _MANTISSA[dtype]
-    pool = 2 * _EXPONENTS * (1 << bits)
+    bits, binades = _MANTISSA[dtype], _EXPONENTS[dtype]
+    pool = 2 * binades * (1 << bits)
     picks = rng.choice(pool, size=n, replace=n > pool)
     sign = np.where(picks % 2 == 0, 1.0, -1.0)
     rest = picks // 2
-    exponent = (rest % _EXPONENTS) - _EXPONENTS // 2
-    mantissa = rest // _EXPONENTS
+    exponent = (rest % binades) - binades // 2
+    mantissa = rest // binades
     values = sign * np.ldexp(1.0 + mantissa / float(1 << bits), exponent)
     return values.astype(np.float32)
 

@@ -165,10 +165,10 @@ def _element_value(arr: np.ndarray, dtype: ir.DType, element: tuple[int, ...]) -
 
 def _find_source(kernel: ir.Kernel, arrays: Mapping[str, np.ndarray], value: object
                  ) -> str | None:
-    """The input element holding exactly `value`, if exactly one does."""
+    """The input element holding exactly `value` (when several do, the first, saying so)."""
     if not isinstance(value, float) or value != value or value == 0.0:
         return None
-    hits = []
+    hits, total = [], 0
     for t in kernel.params:
         if not (t.role is ir.ParamRole.IN and t.dtype.is_float):
             continue
@@ -176,9 +176,14 @@ def _find_source(kernel: ir.Kernel, arrays: Mapping[str, np.ndarray], value: obj
         if t.dtype is ir.DType.BF16:
             from tilesafe.semantics import fp
             arr = fp.bf16_array_to_f32(arr)
-        for idx in np.argwhere(arr.astype(np.float64) == value)[:2]:
+        found = np.argwhere(arr.astype(np.float64) == value)
+        total += len(found)
+        for idx in found[:1]:
             hits.append(f"{t.name}[{', '.join(str(int(i)) for i in idx)}]")
-    return hits[0] if len(hits) == 1 else None
+    if not hits:
+        return None
+    return hits[0] if total == 1 else f"{hits[0]} (or one of {total - 1} other elements " \
+        "holding the same value)"
 
 
 def _classify(spec: ir.Ensures, load: ir.Load | None, got: object, want: object,
