@@ -329,7 +329,7 @@ def _audit_mutants():
     return out
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_proved_mutants_agree_with_the_interpreter(data):
     """A mutant of a good kernel (a swapped or dropped index term, swapped TMA coordinates,
