@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import time
 
+import islpy as isl
+
 from tilesafe.checkers.obligation import Obligation, Severity, Verdict
 from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend import ir
@@ -54,8 +56,9 @@ def _clause(kernel: ir.Kernel, spec: ir.Ensures, run: spec_run.ValueCheck,
         return _refuted(name, spec, run.mismatch, start, launches)
     try:
         proof = valueflow.prove(kernel, spec)
-    except (valueflow.NotProved, Unsupported) as err:
-        reason = getattr(err, "reason", str(err))
+    except (valueflow.NotProved, Unsupported, isl.Error, RecursionError) as err:
+        reason = getattr(err, "reason", None) or (
+            f"the prover stopped ({type(err).__name__}: {err})")
         point = getattr(err, "point", None)
         replay = _replay_point(kernel, point)
         if replay is not None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tilesafe.frontend import ir
-from tilesafe.semantics import spec_eval
+from tilesafe.semantics import evaluate, spec_eval
 from tilesafe.semantics.interp import RunResult, run_kernel
 from tilesafe.semantics.interp_error import InterpError
 from tilesafe.semantics.interp_io import tensor_shapes
@@ -109,8 +109,9 @@ def check(kernel: ir.Kernel, sizes_list: list[dict[str, int]] | None = None,
                 continue
             try:
                 mismatch = compare(kernel, spec, sizes, seed, exact, arrays, result, shapes)
-            except spec_eval.SpecOutOfBounds as err:
-                skipped[i].append(f"{_sizes_text(sizes)}: {err}")
+            except (spec_eval.SpecOutOfBounds, evaluate.EvalError, ZeroDivisionError,
+                    OverflowError) as err:
+                skipped[i].append(f"{_sizes_text(sizes)}: the spec has no value: {err}")
                 continue
             runs[i].append(dict(sizes))
             found[i] = mismatch
