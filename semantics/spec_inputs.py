@@ -111,9 +111,10 @@ def _cost(kernel: ir.Kernel, sizes: Mapping[str, int]) -> tuple[int, int] | None
     return elems, threads
 
 
-def choose_sizes(kernel: ir.Kernel, k: int = 4) -> list[Sizes]:
-    """Up to k launches that satisfy `where`: the cheapest, the longest loops (largest
-    size), the most blocks, and a ragged one (sizes not multiples of 8) if allowed."""
+def choose_sizes(kernel: ir.Kernel, k: int = 5) -> list[Sizes]:
+    """Up to k launches that satisfy `where`: the cheapest, for each size the launch where
+    it is largest (the longest loops over it), the most blocks, and a ragged one (sizes not
+    multiples of 8) if allowed."""
     names = kernel.sizes
     found: list[tuple[int, int, Sizes]] = []
     everything: list[tuple[int, int, Sizes]] = []
@@ -133,7 +134,8 @@ def choose_sizes(kernel: ir.Kernel, k: int = 4) -> list[Sizes]:
         if best[2] not in picks and len(picks) < k:
             picks.append(best[2])
 
-    add(max(found, key=lambda f: (max(f[2].values(), default=0), -f[0])))
+    for name in names:  # stretch every size on its own: loops over it run many times
+        add(max(found, key=lambda f: (f[2][name], -f[0])))
     add(max(found, key=lambda f: (f[1], -f[0])))
     ragged = [f for f in found if any(v % 8 for v in f[2].values())]
     if ragged:

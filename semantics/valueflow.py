@@ -688,6 +688,17 @@ class _Space:
         return result
 
     def point(self, s: isl.Set) -> dict[str, int]:
+        """A point of s, with small sizes where s has one (a launch the interpreter can
+        run to confirm the failure as a refutation)."""
+        for bound in (256, 1024, 8192):
+            small = s
+            for i in range(len(self.sizes)):
+                v = isl.PwAff.var_on_domain(isl.LocalSpace.from_space(self.space),
+                                            isl.dim_type.param, i)
+                small = small & v.le_set(affine.constant(AffineEnv(self.space), bound))
+            if not small.is_empty():
+                s = small
+                break
         p = s.sample_point()
         out = {}
         for i, name in enumerate(self.sizes):
