@@ -43,6 +43,7 @@ CHECKERS: dict[str, str] = {
     "ownership": "tilesafe.checkers.ownership",
     "tma": "tilesafe.checkers.tma",
     "banks": "tilesafe.checkers.banks",
+    "value": "tilesafe.checkers.value",
 }
 
 

@@ -53,6 +53,18 @@ class Call(Expr):
 
 
 @dataclass(frozen=True)
+class Reduce(Expr):
+    """`sum(j in lo .. hi: body)` (only in `ensures`): `func` is sum (order free) or sum_seq
+    (sequential f32 order, from +0.0)."""
+
+    func: str
+    var: str
+    lo: Expr
+    hi: Expr
+    body: Expr
+
+
+@dataclass(frozen=True)
 class Unary(Expr):
     op: str  # "-" or "!"
     operand: Expr
@@ -303,6 +315,16 @@ class Param:
 
 
 @dataclass(frozen=True)
+class Ensures:
+    """`ensures out[i, j] == rhs`: the value every element of `out` holds after the launch."""
+
+    span: Span
+    tensor: str
+    index_vars: tuple[str, ...]
+    rhs: Expr
+
+
+@dataclass(frozen=True)
 class Kernel:
     span: Span
     name: str
@@ -311,6 +333,7 @@ class Kernel:
     grid: tuple[Expr, ...]
     block_dim: Expr
     body: Block
+    ensures: tuple[Ensures, ...] = ()
 
 
 @dataclass(frozen=True)

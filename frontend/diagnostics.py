@@ -31,6 +31,7 @@ BAD_CALL = "TS027"  # unknown function or wrong number of arguments
 BAD_LAYOUT = "TS030"
 BAD_TENSORMAP = "TS031"
 BAD_THREADS = "TS032"  # role thread range outside the block
+BAD_SPEC = "TS040"  # a malformed `ensures` clause (not an out tensor, shared memory in it, ...)
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,9 @@ def _expr(e: ast.Expr) -> tuple[str, int]:
         return f"{e.name}[{_exprs(e.indices)}]", _ATOM_PREC
     if isinstance(e, ast.Call):
         return f"{e.func}({_exprs(e.args)})", _ATOM_PREC
+    if isinstance(e, ast.Reduce):
+        return (f"{e.func}({e.var} in {format_expr(e.lo)} .. {format_expr(e.hi)}: "
+                f"{format_expr(e.body)})"), _ATOM_PREC
     if isinstance(e, ast.Unary):
         if e.op == "!":
             return "!" + _operand(e.operand, _NOT_PREC), _NOT_PREC
@@ -310,6 +313,9 @@ class _Layout:
             grid = f"({_exprs(k.grid)})"
         self.emit(1, f"grid {grid} block {format_expr(k.block_dim)}", _start(k.grid[0].span),
                   _end(k.block_dim.span), blank_ok=False)
+        for c in k.ensures:
+            self.emit(1, f"ensures {c.tensor}[{', '.join(c.index_vars)}] == "
+                      f"{format_expr(c.rhs)}", _start(c.span), _end(c.span), blank_ok=False)
         body = k.body
         self.emit(0, "{", _start(body.span), (body.span.line, body.span.col + 1),
                   blank_ok=False)

@@ -198,6 +198,20 @@ class Load(Expr):
     indices: tuple[Expr, ...]
 
 
+@dataclass(frozen=True)
+class Reduce(Expr):
+    """`sum(j in lo .. hi: body)`, only inside `ensures`: the f32 sum of body over
+    j = lo .. hi-1. `ordered` False (`sum`): every contribution exactly once, in any order
+    (the kernel may add them in any tree); True (`sum_seq`): ((0.0 + b(lo)) + b(lo+1)) + ...
+    with every addition rounded to f32, exactly as a sequential loop computes it."""
+
+    ordered: bool
+    var: LoopVar
+    lo: Expr
+    hi: Expr
+    body: Expr
+
+
 # ---- statements --------------------------------------------------------------------------
 
 
@@ -493,6 +507,18 @@ class Barrier:
 
 
 @dataclass(frozen=True)
+class Ensures:
+    """`ensures out[i, j] == rhs`: after the launch, for every size `where` allows and every
+    index (i, j) of `out`, the element holds rhs rounded to out's dtype. The index variables
+    are LoopVars bound over out's shape (docs/semantics.md, "Specifications")."""
+
+    span: Span
+    tensor: str
+    index_vars: tuple[LoopVar, ...]
+    rhs: Expr
+
+
+@dataclass(frozen=True)
 class Kernel:
     span: Span
     name: str
@@ -506,6 +532,7 @@ class Kernel:
     tensormaps: tuple[TensorMap, ...]
     barriers: tuple[Barrier, ...]
     body: tuple[Stmt, ...]
+    ensures: tuple[Ensures, ...] = ()  # value specifications; none: only safety is proved
 
     def tensor(self, name: str) -> GlobalTensor:
         return next(t for t in self.params if t.name == name)

@@ -173,8 +173,8 @@ def _expected(names: set[str] | frozenset[str] | None) -> str:
     if not names:
         return ""
     described = sorted({_describe_terminal(n) for n in names})
-    if len(described) > 8:
-        described = described[:8] + ["..."]
+    if len(described) > 12:
+        described = described[:12] + ["..."]
     return ", ".join(described)
 
 
@@ -261,8 +261,14 @@ class _ToAst(Transformer):
         where = next((i for i in rest if isinstance(i, tuple) and i and i[0] == "where"), None)
         launch = next(i for i in rest if isinstance(i, tuple) and i and i[0] == "launch")
         body = rest[-1]
+        ensures = tuple(i for i in rest if isinstance(i, ast.Ensures))
         return ast.Kernel(self._s(meta), str(name), params, where[1] if where else (),
-                          launch[1], launch[2], body)
+                          launch[1], launch[2], body, ensures)
+
+    def ensures_clause(self, meta, items):
+        name, *rest = items
+        rhs = rest[-1]
+        return ast.Ensures(self._s(meta), str(name), tuple(str(v) for v in rest[:-1]), rhs)
 
     def param(self, meta, items):
         name, *rest = items
@@ -498,6 +504,10 @@ class _ToAst(Transformer):
     def call(self, meta, items):
         args = tuple(i for i in items[1:] if i is not None)
         return ast.Call(self._s(meta), str(items[0]), args)
+
+    def reduce_expr(self, meta, items):
+        func, var, lo, hi, body = items
+        return ast.Reduce(self._s(meta), str(func), str(var), lo, hi, body)
 
     def block_idx(self, meta, items):
         return ast.BlockIdx(self._s(meta), str(items[0]))

@@ -12,8 +12,9 @@ Scores:
             -- mutants whose difference is a property tilesafe claims (bounds, coverage,
             races, the barrier protocol, TMA rules): refuted, or failing / racing / leaving
             output elements unwritten in the interpreter
-  value     missed mutants that deterministically compute something else: a specification
-            checker's job (issue 10), not the current checkers'
+  value     missed mutants that deterministically compute something else: the value
+            checker's job (checkers/value.py), which refutes them when the kernel carries
+            `ensures` clauses (every corpus/good kernel does)
 Unknown and error mutants are neither killed nor missed, and are reported on their own.
 """
 

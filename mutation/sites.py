@@ -6,7 +6,8 @@ also gives the node's *context* (is this integer a TMA box extent, a loop bound,
 count?), which decides which edits make sense and names the operator in reports.
 
 The parameter list of a kernel is never visited: mutants keep the kernel's interface, so the
-original's inputs can be fed to the mutant unchanged.
+original's inputs can be fed to the mutant unchanged. Nor are its `ensures` clauses: they
+are the specification a mutant is judged against, not code with bugs to plant.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ Step = tuple[str, "int | None"]
 Path = tuple[Step, ...]
 
 # Fields a mutant must never touch (the interface) or that carry no tree.
-_SKIP_FIELDS = {("Kernel", "params"), ("Kernel", "name")}
+_SKIP_FIELDS = {("Kernel", "params"), ("Kernel", "name"), ("Kernel", "ensures")}
 
 
 @dataclass(frozen=True)

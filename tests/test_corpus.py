@@ -31,6 +31,7 @@ FAMILIES = {
     "4": ("barrier", "mbarrier", "protocol"),
     "5": ("tma",),
     "6": ("bank", "perf", "vector"),
+    "8": ("value", "spec"),
 }
 
 

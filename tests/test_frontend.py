@@ -54,6 +54,7 @@ def test_header_compiles_clean():
 # (name, body, code, body line (1-based within the body), column)
 BODY_CASES = [
     ("unknown name", "let a = q + 1", "TS010", 1, 11),
+    ("sum outside ensures", "let a = sum(j in 0 .. 4: 1.0)", "TS040", 1, 11),
     ("unknown barrier", "mbarrier full count 1\nwait ful parity 0", "TS010", 2, 8),
     ("unknown tensor", "dts[0, 0] = 1.0", "TS010", 1, 3),
     ("unknown block axis", "let a = block.w", "TS010", 1, 11),

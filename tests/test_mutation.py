@@ -360,11 +360,18 @@ def _classify(path: Path, operator: str, before: str, after: str | None = None) 
     return worker.classify({"mutant": m, "settings": settings}, lambda p: None)
 
 
-def test_classify_kill_value_and_equivalence():
+def test_classify_kill_value_and_equivalence(tmp_path: Path):
     rec = _classify(GOOD / "tma_copy_single.tsk", "delete.wait", "wait ready")
     assert rec["verdict"] == "killed" and rec["verify"]["n_refuted"] > 0
+    # A value bug: the value checker refutes it against elementwise's `ensures` (TS802);
+    # without the spec, verification misses it and the runs show the difference.
     rec = _classify(GOOD / "elementwise.tsk", "arith-swap", "z[i]",
                     "z[i] = a[0] * x[i] - y[i]")
+    assert rec["verdict"] == "killed" and rec["verify"]["n_refuted"] > 0
+    nospec = tmp_path / "elementwise.tsk"
+    nospec.write_text("\n".join(line for line in (GOOD / "elementwise.tsk").read_text()
+                                .splitlines() if not line.strip().startswith("ensures")))
+    rec = _classify(nospec, "arith-swap", "z[i]", "z[i] = a[0] * x[i] - y[i]")
     assert (rec["verdict"], rec["kind"]) == ("missed", "value")
     assert "z:" in rec["reason"]
     rec = _classify(GOOD / "ragged_tail.tsk", "swap-adjacent", "let row")

@@ -649,10 +649,53 @@ def _parser() -> argparse.ArgumentParser:
     _add_selection(rep)
     _add_budgets(rep)
 
+    eq = sub.add_parser("equiv", help="prove two kernels compute the same outputs")
+    eq.add_argument("a", metavar="A.tsk")
+    eq.add_argument("b", metavar="B.tsk")
+    eq.add_argument("--kernel", metavar="NAME", help="kernel of each file (if several)")
+    eq.add_argument("--seed", type=int, default=0, help="seed of the inputs (default 0)")
+    eq.add_argument("--format", choices=("text", "json"), default="text")
+
     from tilesafe.mutation.command import add_parser as add_mutate
 
     add_mutate(sub)
     return p
+
+
+def _cmd_equiv(args: argparse.Namespace, out: _Out) -> int:
+    from tilesafe import api
+    from tilesafe.semantics import equiv
+
+    kernels = []
+    for path in (args.a, args.b):
+        program = api.load(path)
+        if args.kernel:
+            found = [k for k in program.kernels if k.name == args.kernel]
+            if not found:
+                raise _Usage(f"{path} has no kernel '{args.kernel}'")
+            kernels.append(found[0])
+        elif len(program.kernels) != 1:
+            raise _Usage(f"{path} has {len(program.kernels)} kernels: name one with --kernel")
+        else:
+            kernels.append(program.kernels[0])
+    res = equiv.check(kernels[0], kernels[1], seed=args.seed)
+    if args.format == "json":
+        d = res.difference
+        out.json({"a": args.a, "b": args.b, "verdict": res.verdict, "reason": res.reason,
+                  "launches_agreed": list(res.launches), "tensors": res.tensors,
+                  "difference": None if d is None else {
+                      "sizes": d.sizes, "seed": d.seed, "tensor": d.tensor,
+                      "element": list(d.element), "a": d.a, "b": d.b,
+                      "mismatches": d.mismatches}})
+    else:
+        out.line(f"{args.a} vs {args.b}: {res.verdict} — {res.reason}")
+        if res.difference is not None:
+            out.line("    distinguishing input: `tilesafe run` both with --size "
+                     + ",".join(f"{k}={v}" for k, v in res.difference.sizes.items())
+                     + f" on distinct-valued inputs, seed {res.difference.seed}")
+        elif res.launches:
+            out.line(f"    the interpreter agrees on {len(res.launches)} launch(es)")
+    return OK if res.verdict == "proved" else FAILED
 
 
 def _cmd_mutate(args: argparse.Namespace, out: _Out) -> int:
@@ -710,7 +753,7 @@ def _cmd_report(args: argparse.Namespace, out: _Out) -> int:
 
 
 _COMMANDS = {"lint": _cmd_lint, "run": _cmd_run, "fmt": _cmd_fmt, "verify": _cmd_verify,
-             "compile": _cmd_compile, "mutate": _cmd_mutate,
+             "compile": _cmd_compile, "mutate": _cmd_mutate, "equiv": _cmd_equiv,
              "check-certificates": _cmd_check_certificates, "report": _cmd_report}
 
 

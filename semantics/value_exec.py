@@ -1,0 +1,469 @@
+"""Symbolic execution of a kernel body into value terms (semantics/value_terms.py).
+
+Why: the value proof needs, for every write to global or shared memory, the term of the
+value written as a function of the writing instance's coordinates, for every size. One pass
+over the IR gives it: integer expressions stay IR (with `let`s recorded for substitution),
+float expressions become terms built with the operation names of semantics/evaluate.py,
+an `if` that assigns a `var` gives an `Ite`, and a loop that accumulates into a `var`
+(`acc += t(j)`, possibly under a guard, possibly nested) gives a `Fold`. TMA loads become
+writes of their whole box (out-of-bounds elements: the tensormap's fill value), TMA stores
+become global writes of the elements inside the tensor. Synchronisation has no value of its
+own: which write a read sees is decided later (semantics/valueflow.py) from facts the
+safety checkers prove.
+
+Anything outside this fragment raises `Unsupported` with the reason; the caller answers
+UNKNOWN, never a guess.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from tilesafe.frontend import ir
+from tilesafe.semantics import evaluate, fp
+from tilesafe.semantics.value_terms import (
+    Carried,
+    Fold,
+    Glob,
+    Inst,
+    IntV,
+    Ite,
+    Lit,
+    LoopInfo,
+    Op,
+    Round,
+    Shr,
+    Term,
+    walk,
+)
+
+BOOL, INT, FLOAT = ir.ScalarType.BOOL, ir.ScalarType.INT, ir.ScalarType.FLOAT
+
+
+class Unsupported(Exception):
+    """The kernel leaves the fragment the value proof handles (the reason says how)."""
+
+
+@dataclass(frozen=True)
+class Write:
+    """A statement writing `target` (a global tensor or shared buffer) at `indices` (over
+    `inst`'s coordinates, including any box coordinates) with `value`."""
+
+    target: str
+    space: ir.Space
+    indices: tuple[ir.Expr, ...]
+    value: Term
+    inst: Inst
+    span: object
+    tma: TmaWrite | None = None  # a TMA load: the barrier it completes on
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """An `arrive` on a barrier (`tx`: with expect_tx), for the phase matching of TMA
+    loads (semantics/valueflow.py)."""
+
+    barrier: str
+    index: ir.Expr | None
+    tx: bool
+    inst: Inst
+
+
+@dataclass(frozen=True)
+class TmaWrite:
+    """The barrier a TMA load's `Write` completes on."""
+
+    barrier: str
+    index: ir.Expr | None
+
+
+@dataclass
+class _Ctx:
+    thread_lo: int
+    thread_hi: int
+    elect: bool
+    loops: tuple[LoopInfo, ...]
+    guards: tuple[ir.Expr, ...]
+    lets: dict[int, ir.Expr]
+    vals: dict[int, Term]
+    int_vars: set[int] = field(default_factory=set)
+    epoch: ir.Expr | None = None
+    sched: tuple[ir.Expr, ...] = ()  # the enclosing levels' (position, coordinate)s
+    pos: int = 0  # the current statement's position in its block
+    kernel: int = 0
+    waits: dict[str, tuple[ir.Expr | None, Inst]] = field(default_factory=dict)
+
+    def inst(self, extra_guards: tuple[ir.Expr, ...] = ()) -> Inst:
+        return Inst(0, self.thread_lo, self.thread_hi, self.elect, self.loops,
+                    self.guards + extra_guards, tuple(sorted(self.lets.items())),
+                    self.epoch, self.sched + (_int(self.pos, None),), self.kernel)
+
+    def child(self, **changes) -> _Ctx:
+        new = _Ctx(self.thread_lo, self.thread_hi, self.elect, self.loops, self.guards,
+                   dict(self.lets), dict(self.vals), set(self.int_vars), self.epoch,
+                   self.sched, self.pos, self.kernel, dict(self.waits))
+        for k, v in changes.items():
+            setattr(new, k, v)
+        return new
+
+
+def lit(value: float) -> Lit:
+    f = np.float32(value)
+    return Lit(fp.f32_bits(f), float(f))
+
+
+class Executor:
+    """Collects every write of the kernel (`writes`), in program order."""
+
+    def __init__(self, kernel: ir.Kernel, tag: int = 0) -> None:
+        self.k = kernel
+        self.tag = tag
+        self.writes: list[Write] = []
+        self.arrivals: list[Arrival] = []
+        self._fresh = -1 - 100_000 * tag  # box coordinates: uids no loop of the IR has
+
+    def run(self) -> list[Write]:
+        ctx = _Ctx(0, self.k.block, False, (), (), {}, {}, epoch=_int(0, None),
+                   kernel=self.tag)
+        self.block(self.k.body, ctx)
+        return self.writes
+
+    def fresh_var(self, name: str, span) -> ir.LoopVar:
+        self._fresh -= 1
+        return ir.LoopVar(span, INT, name, self._fresh)
+
+    # ---- statements ------------------------------------------------------------------------
+
+    def block(self, stmts: tuple[ir.Stmt, ...], ctx: _Ctx) -> None:
+        for i, s in enumerate(stmts):
+            ctx.pos = i
+            self.stmt(s, ctx)
+
+    def nested(self, ctx: _Ctx, coord: ir.Expr | None, **changes) -> _Ctx:
+        """The context of a compound statement's body: one more (position, coordinate)
+        level of program order."""
+        level = (_int(ctx.pos, None), coord if coord is not None else _int(0, None))
+        inner = ctx.child(**changes)
+        inner.sched = ctx.sched + level
+        return inner
+
+    def stmt(self, s: ir.Stmt, ctx: _Ctx) -> None:
+        if isinstance(s, ir.Let):
+            if s.value.type is INT:
+                ctx.lets[s.uid] = s.value
+            else:
+                ctx.vals[s.uid] = self.value(s.value, ctx)
+        elif isinstance(s, ir.VarDecl):
+            if s.value.type is INT:
+                ctx.int_vars.add(s.uid)
+            else:
+                ctx.vals[s.uid] = _rounded(s.dtype, self.value(s.value, ctx))
+        elif isinstance(s, ir.Assign):
+            if s.uid in ctx.int_vars:
+                ctx.int_vars.add(s.uid)
+                return
+            value = self.value(s.value, ctx)
+            if s.op != "=":
+                op = evaluate.assign_op(s.op, FLOAT)
+                value = Op(op, (ctx.vals[s.uid], value))
+            dtype = _var_dtype(self.k, s.uid)
+            ctx.vals[s.uid] = _rounded(dtype, value) if dtype else value
+        elif isinstance(s, ir.Store):
+            value = self.value(s.value, ctx)
+            if s.space is ir.Space.SHARED:
+                value = _rounded(self.k.buffer(s.tensor).dtype, value)
+            self.writes.append(Write(s.tensor, s.space, s.indices, value, ctx.inst(), s.span))
+        elif isinstance(s, ir.For):
+            self.loop(s, ctx)
+        elif isinstance(s, ir.If):
+            self.branch(s, ctx)
+        elif isinstance(s, ir.Role):
+            lo, hi = max(ctx.thread_lo, s.threads.lo), min(ctx.thread_hi, s.threads.hi)
+            if s.elect_one:
+                hi = lo + 1
+            inner = self.nested(ctx, None, thread_lo=lo, thread_hi=max(lo, hi),
+                                elect=ctx.elect or s.elect_one)
+            self.block(s.body, inner)
+            _merge_back(ctx, inner, s.body)
+            if _syncs(s.body) != 0:
+                ctx.epoch = None
+        elif isinstance(s, ir.Sync):
+            if ctx.epoch is not None:
+                ctx.epoch = _add(ctx.epoch, _int(1, s.span))
+        elif isinstance(s, ir.Wait):
+            ctx.waits[s.barrier.name] = (s.barrier.index, ctx.inst())
+        elif isinstance(s, ir.Arrive):
+            self.arrivals.append(Arrival(s.barrier.name, s.barrier.index,
+                                         s.tx_bytes is not None, ctx.inst()))
+        elif isinstance(s, ir.ExpectTx):
+            self.arrivals.append(Arrival(s.barrier.name, s.barrier.index, True, ctx.inst()))
+        elif isinstance(s, ir.TmaLoad):
+            self.tma_load(s, ctx)
+        elif isinstance(s, ir.TmaStore):
+            self.tma_store(s, ctx)
+        # sync, waits, arrivals, fences, inits, bulk groups: ordering only (valueflow.py)
+
+    def loop(self, s: ir.For, ctx: _Ctx) -> None:
+        info = LoopInfo(s.var.uid, s.lo, s.hi, s.step)
+        assigned = _assigned(s.body)
+        carried = {uid for uid in assigned if uid in ctx.vals}
+        per_iter = _syncs(s.body)
+        entry = ctx.epoch
+        inner = self.nested(ctx, s.var, loops=ctx.loops + (info,))
+        if per_iter and entry is not None and per_iter is not None:
+            done = _div(_sub(s.var, s.lo), s.step)
+            inner.epoch = _add(entry, _mul(done, per_iter))
+        elif per_iter != 0:
+            inner.epoch = None
+        for uid in carried:
+            inner.vals[uid] = Carried(uid)
+        self.block(s.body, inner)
+        for name in list(ctx.waits):
+            if inner.waits.get(name) != ctx.waits[name]:
+                del ctx.waits[name]  # the last iteration's wait: not modelled after the loop
+        for uid in carried:
+            ctx.vals[uid] = _fold(ctx.vals[uid], inner.vals[uid], uid, inner.inst())
+        for uid in assigned & ctx.int_vars:
+            ctx.int_vars.add(uid)
+        if per_iter and entry is not None and per_iter is not None:
+            trips = ir.Call(s.span, INT, "max", (_int(0, s.span), _div(_add(_sub(
+                s.hi, s.lo), _int(s.step - 1, s.span)), s.step)))
+            ctx.epoch = _add(entry, _mul(trips, per_iter))
+        elif per_iter != 0:
+            ctx.epoch = None
+        for w in self.writes:
+            if any(isinstance(n, Carried) for n in walk(w.value)):
+                raise Unsupported("a store inside a loop writes a value carried from the "
+                                  "previous iteration")
+
+    def branch(self, s: ir.If, ctx: _Ctx) -> None:
+        cond = s.cond
+        neg = ir.UnOp(cond.span, BOOL, "!", cond)
+        then = self.nested(ctx, None, guards=ctx.guards + (cond,))
+        self.block(s.then, then)
+        orelse = self.nested(ctx, _int(1, s.span), guards=ctx.guards + (neg,))
+        self.block(s.orelse, orelse)
+        if _syncs(s.then) != 0 or _syncs(s.orelse) != 0:
+            ctx.epoch = None
+        for uid in _assigned(s.then) | _assigned(s.orelse):
+            if uid in ctx.vals:
+                a, b = then.vals[uid], orelse.vals[uid]
+                ctx.vals[uid] = a if a == b else Ite(cond, ctx.inst(), a, b)
+
+    def tma_load(self, s: ir.TmaLoad, ctx: _Ctx) -> None:
+        tm = self.k.tensormap(s.tensormap)
+        tensor = self.k.tensor(tm.tensor)
+        box = [self.fresh_var(f"e{d}", s.span) for d in range(len(tm.box))]
+        loops = ctx.loops + tuple(LoopInfo(v.uid, _int(0, s.span), _int(n, s.span), 1)
+                                  for v, n in zip(box, tm.box, strict=True))
+        inner = ctx.child(loops=loops, epoch=None)  # lands asynchronously: no sync epoch
+        gidx = tuple(_add(c, v) for c, v in zip(s.coords, box, strict=True))
+        inside = _in_bounds(gidx, tensor.shape, s.span)
+        fill = lit(0.0 if tm.oob_fill == "zero" else float("nan"))
+        value: Term = Ite(inside, inner.inst(), Glob(tensor.name, gidx, inner.inst()), fill)
+        buf = self.k.buffer(s.dst.buffer)
+        sidx = s.dst.prefix + tuple(box[len(box) - (len(buf.shape) - len(s.dst.prefix)):])
+        if len(sidx) != len(buf.shape):
+            raise Unsupported("a TMA box whose rank differs from the buffer slice's")
+        self.writes.append(Write(buf.name, ir.Space.SHARED, sidx, value, inner.inst(),
+                                 s.span, TmaWrite(s.barrier.name, s.barrier.index)))
+
+    def tma_store(self, s: ir.TmaStore, ctx: _Ctx) -> None:
+        tm = self.k.tensormap(s.tensormap)
+        tensor = self.k.tensor(tm.tensor)
+        buf = self.k.buffer(s.src.buffer)
+        box = [self.fresh_var(f"e{d}", s.span) for d in range(len(tm.box))]
+        loops = ctx.loops + tuple(LoopInfo(v.uid, _int(0, s.span), _int(n, s.span), 1)
+                                  for v, n in zip(box, tm.box, strict=True))
+        gidx = tuple(_add(c, v) for c, v in zip(s.coords, box, strict=True))
+        inside = _in_bounds(gidx, tensor.shape, s.span)
+        inner = ctx.child(loops=loops, guards=ctx.guards + (inside,))
+        sidx = s.src.prefix + tuple(box[len(box) - (len(buf.shape) - len(s.src.prefix)):])
+        if len(sidx) != len(buf.shape):
+            raise Unsupported("a TMA box whose rank differs from the buffer slice's")
+        value = Shr(buf.name, sidx, inner.inst(), _waits(ctx))
+        self.writes.append(Write(tensor.name, ir.Space.GLOBAL, gidx, value, inner.inst(),
+                                 s.span))
+
+    # ---- expressions -----------------------------------------------------------------------
+
+    def value(self, e: ir.Expr, ctx: _Ctx) -> Term:
+        if e.type is INT:
+            if any(isinstance(n, ir.LocalRef) and n.mutable for n in _nodes(e)):
+                raise Unsupported(f"the integer variable in '{_short(e)}' is mutable")
+            if any(isinstance(n, ir.Load) for n in _nodes(e)):
+                raise Unsupported("an integer value read from memory")
+            return IntV(e, ctx.inst())
+        if isinstance(e, ir.FloatConst):
+            return lit(e.value)
+        if isinstance(e, ir.Load):
+            if e.space is ir.Space.GLOBAL:
+                return Glob(e.tensor, e.indices, ctx.inst())
+            return Shr(e.tensor, e.indices, ctx.inst(), _waits(ctx))
+        if isinstance(e, ir.LocalRef):
+            if e.uid not in ctx.vals:
+                raise Unsupported(f"'{e.name}' has no value term")
+            return ctx.vals[e.uid]
+        if isinstance(e, (ir.BinOp, ir.UnOp, ir.Call)):
+            op = evaluate.typed_op(e)
+            operands = ((e.lhs, e.rhs) if isinstance(e, ir.BinOp)
+                        else (e.operand,) if isinstance(e, ir.UnOp) else e.args)
+            if op.name in ("and", "or", "not") or e.type is BOOL:
+                raise Unsupported("a condition used as a value")
+            args = []
+            for a, conv in zip(operands, op.to_float, strict=True):
+                t = self.value(a, ctx)
+                args.append(Op("cvt.f32", (t,)) if conv else t)
+            if op.name == "id":
+                return args[0]
+            return Op(op.name, tuple(args))
+        raise Unsupported(f"'{type(e).__name__}' as a value")
+
+
+def execute(kernel: ir.Kernel, tag: int = 0) -> list[Write]:
+    return Executor(kernel, tag).run()
+
+
+def _waits(ctx: _Ctx) -> tuple[tuple[str, ir.Expr | None, Inst], ...]:
+    return tuple((name, idx, inst) for name, (idx, inst) in sorted(ctx.waits.items()))
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+
+
+def _rounded(dtype: ir.DType | None, value: Term) -> Term:
+    if dtype in (ir.DType.F16, ir.DType.BF16):
+        return Round(dtype, value)
+    if dtype in (ir.DType.I32, ir.DType.U8):
+        raise Unsupported(f"values stored as {dtype.value} (integer wrap-around)")
+    return value
+
+
+def _var_dtype(kernel: ir.Kernel, uid: int) -> ir.DType | None:
+    for s in _all_stmts(kernel.body):
+        if isinstance(s, ir.VarDecl) and s.uid == uid:
+            return s.dtype
+    return None
+
+
+def _all_stmts(stmts: tuple[ir.Stmt, ...]):
+    for s in stmts:
+        yield s
+        if isinstance(s, ir.For):
+            yield from _all_stmts(s.body)
+        elif isinstance(s, ir.If):
+            yield from _all_stmts(s.then)
+            yield from _all_stmts(s.orelse)
+        elif isinstance(s, ir.Role):
+            yield from _all_stmts(s.body)
+
+
+def _assigned(stmts: tuple[ir.Stmt, ...]) -> set[int]:
+    return {s.uid for s in _all_stmts(stmts) if isinstance(s, ir.Assign)}
+
+
+def _merge_back(ctx: _Ctx, inner: _Ctx, body: tuple[ir.Stmt, ...]) -> None:
+    """A role body that assigns an outer `var`: only its threads see the new value."""
+    for uid in _assigned(body):
+        if uid in ctx.vals and inner.vals[uid] != ctx.vals[uid]:
+            raise Unsupported("a role assigns a variable declared outside it")
+
+
+def _fold(before: Term, after: Term, uid: int, inst: Inst) -> Term:
+    """The value of a var after a loop whose body turned Carried(uid) into `after`."""
+    if after == Carried(uid):
+        return before
+    depth, body, guard, guarded = 1, None, None, False
+    node = after
+    if isinstance(node, Ite) and node.orelse == Carried(uid):
+        guard, node = node.cond, node.then
+    if isinstance(node, Op) and node.name == "f32.add" and node.args[0] == Carried(uid):
+        body = node.args[1]
+        body_inst = inst
+    elif isinstance(node, Fold) and node.init == Carried(uid):
+        body, depth, body_inst = node.body, node.depth + 1, node.inst
+        guarded = node.guarded
+    else:
+        raise Unsupported("a loop updates a variable other than by `acc += term`")
+    if any(isinstance(n, Carried) for n in walk(body)):
+        raise Unsupported("an accumulated term reads an accumulator")
+    if guard is not None:
+        body_inst = replace(body_inst, guards=body_inst.guards + (guard,))
+        guarded = True
+    return Fold(before, body_inst, depth, body, guarded)
+
+
+def _int(v: int, span) -> ir.Expr:
+    return ir.IntConst(span, INT, v)
+
+
+def _add(a: ir.Expr, b: ir.Expr) -> ir.Expr:
+    return ir.BinOp(a.span, INT, "+", a, b)
+
+
+def _sub(a: ir.Expr, b: ir.Expr) -> ir.Expr:
+    return ir.BinOp(a.span, INT, "-", a, b)
+
+
+def _mul(a: ir.Expr, c: int) -> ir.Expr:
+    return ir.BinOp(a.span, INT, "*", a, _int(c, a.span))
+
+
+def _div(a: ir.Expr, c: int) -> ir.Expr:
+    return a if c == 1 else ir.BinOp(a.span, INT, "/", a, _int(c, a.span))
+
+
+def _syncs(stmts: tuple[ir.Stmt, ...]) -> int | None:
+    """`sync`s one pass over stmts executes, when a constant (None: it depends on a trip
+    count or a condition)."""
+    n = 0
+    for s in stmts:
+        if isinstance(s, ir.Sync):
+            n += 1
+        elif isinstance(s, ir.For):
+            inner = _syncs(s.body)
+            if inner != 0:
+                trips = None
+                if isinstance(s.lo, ir.IntConst) and isinstance(s.hi, ir.IntConst):
+                    trips = max(0, -(-(s.hi.value - s.lo.value) // s.step))
+                if inner is None or trips is None:
+                    return None
+                n += inner * trips
+        elif isinstance(s, ir.If):
+            if _syncs(s.then) != 0 or _syncs(s.orelse) != 0:
+                return None
+        elif isinstance(s, ir.Role):
+            if _syncs(s.body) != 0:
+                return None
+    return n
+
+
+def _in_bounds(idx: tuple[ir.Expr, ...], shape: tuple[ir.Expr, ...], span) -> ir.Expr:
+    cond: ir.Expr | None = None
+    for i, extent in zip(idx, shape, strict=True):
+        c = ir.BinOp(span, BOOL, "&&", ir.BinOp(span, BOOL, ">=", i, _int(0, span)),
+                     ir.BinOp(span, BOOL, "<", i, extent))
+        cond = c if cond is None else ir.BinOp(span, BOOL, "&&", cond, c)
+    assert cond is not None
+    return cond
+
+
+def _nodes(e: ir.Expr):
+    yield e
+    if isinstance(e, ir.BinOp):
+        yield from _nodes(e.lhs)
+        yield from _nodes(e.rhs)
+    elif isinstance(e, ir.UnOp):
+        yield from _nodes(e.operand)
+    elif isinstance(e, ir.Call):
+        for a in e.args:
+            yield from _nodes(a)
+    elif isinstance(e, ir.Load):
+        for a in e.indices:
+            yield from _nodes(a)
+
+
+def _short(e: ir.Expr) -> str:
+    return f"{e.span.line}:{e.span.col}"

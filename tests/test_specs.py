@@ -1,0 +1,350 @@
+"""`ensures` specifications: the language (parse, diagnostics, fmt), the value checker on the
+corpus, the refutations replayed on the interpreter, and a hypothesis cross-check of the
+value-flow prover against the interpreter on generated kernels (so that a wrong encoding
+cannot make a false "proved").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tilesafe.checkers import value
+from tilesafe.checkers.obligation import Severity, Verdict
+from tilesafe.checkers.registry import CheckOptions
+from tilesafe.frontend.diagnostics import DiagnosticError
+from tilesafe.frontend.fmt import format_source
+from tilesafe.frontend.load import compile_source, load_program
+from tilesafe.semantics import spec_eval, spec_run, valueflow
+from tilesafe.semantics.interp_io import tensor_shapes
+from tilesafe.semantics.value_exec import Unsupported
+
+ROOT = Path(__file__).resolve().parent.parent
+GOOD = sorted((ROOT / "corpus" / "good").glob("*.tsk"))
+
+# Good kernels whose every clause is proved for all sizes. The other one is a TS890
+# warning: tile_history accumulates across loop iterations through shared memory.
+PROVED = {"batched_copy", "cute_colmajor", "cute_layout", "elementwise", "ragged_tail",
+          "ragged_tma", "smem_fence_tma_store", "tma_copy_single", "transpose_ragged",
+          "transpose_swizzled", "transpose_tma", "row_reduce", "row_sum_ilp", "pipeline2",
+          "pipeline3", "ring_skip_first_pass", "ring_two_operands", "warp_specialized",
+          "tma_copy_ring", "tma_store_pipeline"}
+
+HEADER = """kernel k(src: in global f32[M, N], dst: out global f32[N, M])
+  where M % 32 == 0, N % 32 == 0, M > 0, N > 0, M <= 4096, N <= 4096
+  grid (M / 32, N / 32) block 256
+"""
+BODY = """{
+  shared t: f32[32, 33]
+  for i in 0 .. 4 {
+    let r = thread / 32 + 8 * i
+    t[r, lane] = src[block.x * 32 + r, block.y * 32 + lane]
+  }
+  sync
+  for i in 0 .. 4 {
+    let c = thread / 32 + 8 * i
+    dst[block.y * 32 + c, block.x * 32 + lane] = t[lane, c]
+  }
+}
+"""
+
+
+def diag(spec: str) -> tuple[str, int, int]:
+    try:
+        compile_source(HEADER + spec + "\n" + BODY, "t.tsk")
+    except DiagnosticError as err:
+        d = err.diagnostics[0]
+        return d.code, d.span.line, d.span.col
+    return "ok", 0, 0
+
+
+# ---- the language -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec, code", [
+    ("  ensures dst[i, j] == src[j, i]", "ok"),
+    ("  ensures dst[i, j] == src[j, i] * 2.0 + f32(i)", "ok"),
+    ("  ensures dst[i, j] == sum(k in 0 .. N: src[j, k])", "ok"),
+    ("  ensures dst[i, j] == sum_seq(k in 0 .. j: src[k, i])", "ok"),
+    ("  ensures src[i, j] == dst[j, i]", "TS040"),  # an input
+    ("  ensures dst[i] == src[i, 0]", "TS020"),  # rank
+    ("  ensures dst[i, i] == src[i, i]", "TS040"),  # repeated index variable
+    ("  ensures dst[i, j] == src[j, i] + f32(thread)", "TS040"),  # a thread index
+    ("  ensures dst[i, j] == src[block.x, i]", "TS040"),
+    ("  ensures dst[i, j] == prod(k in 0 .. N: src[j, k])", "TS040"),
+    ("  ensures dst[i, j] == sum(k in 0 .. N * N: src[j, 0])", "TS040"),  # not affine
+    ("  ensures dst[i, j] == src[j, q]", "TS010"),
+    ("  ensures dst[i, j] == i < j", "TS021"),
+    ("  ensures nope[i, j] == src[j, i]", "TS010"),
+    ("  ensures dst[M, j] == src[j, 0]", "TS040"),  # shadows a size
+])
+def test_ensures_diagnostics(spec: str, code: str):
+    got = diag(spec)
+    assert got[0] == code, got
+    if code != "ok":
+        assert got[1] == 4  # on the ensures line
+
+
+def test_shared_buffer_in_a_spec_is_ts040():
+    src = HEADER.replace("block 256\n", "block 256\n  ensures dst[i, j] == t[0, 0]\n") + BODY
+    with pytest.raises(DiagnosticError) as err:
+        compile_source(src, "t.tsk")
+    assert err.value.diagnostics[0].code in ("TS040", "TS010")
+
+
+def test_fmt_round_trips_ensures():
+    src = HEADER + "  ensures   dst[i,j]==sum( k in 0..N : src[j,k] )*2.0\n" + BODY
+    out = format_source(src, "t.tsk")
+    assert "  ensures dst[i, j] == sum(k in 0 .. N: src[j, k]) * 2.0\n" in out
+    assert format_source(out, "t.tsk") == out
+
+
+def test_kernel_without_ensures_gets_no_value_obligation():
+    k = compile_source(HEADER + BODY, "t.tsk").kernels[0]
+    assert k.ensures == ()
+    assert value.check(k, CheckOptions()) == []
+
+
+# ---- the corpus -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", GOOD, ids=[p.stem for p in GOOD])
+def test_good_kernel_specs(path: Path):
+    k = load_program(path).kernels[0]
+    assert k.ensures, f"{path.name} has no ensures"
+    obs = value.check(k, CheckOptions())
+    assert len(obs) == len(k.ensures)
+    for o in obs:
+        assert o.verdict is not Verdict.REFUTED, o.message
+        if path.stem in PROVED:
+            assert o.verdict is Verdict.PROVED, o.message
+        elif o.verdict is Verdict.UNKNOWN:
+            assert o.code == "TS890" and o.severity is Severity.WARNING
+            assert o.evidence["launches_agreed"], "no launch compared"
+
+
+@pytest.mark.parametrize("name", ["ts801_transpose_reads_row", "ts801_tma_coords_swapped",
+                                  "ts802_saxpy_minus", "ts803_reduce_tree_minus",
+                                  "ts804_ragged_fill_nan"])
+def test_refutation_replays_on_the_interpreter(name: str):
+    """The counterexample's sizes and seed rerun the interpreter; the element differs from
+    the spec evaluated in numpy, and the refutation named what arrived."""
+    k = load_program(ROOT / "corpus" / "bad" / f"{name}.tsk").kernels[0]
+    obs = [o for o in value.check(k, CheckOptions()) if o.verdict is Verdict.REFUTED]
+    assert obs and obs[0].code == name[:5].upper()
+    cex = obs[0].counterexample
+    spec = next(s for s in k.ensures if cex["element"].startswith(s.tensor + "["))
+    exact = cex["inputs"] == "small integers"
+    arrays, result = spec_run.replay(k, cex["sizes"], cex["seed"], exact)
+    want = spec_eval.expected(k, spec, cex["sizes"], arrays, tensor_shapes(k, cex["sizes"]))
+    got = result.tensors[spec.tensor]
+    element = tuple(int(x) for x in cex["element"].split("[")[1].rstrip("]").split(","))
+    assert not spec_run.same_bits(got, want)[element]
+    if name.startswith("ts801"):
+        assert cex["received"] and cex["expects"] and cex["received"] != cex["expects"]
+
+
+# ---- the prover against the interpreter ------------------------------------------------------
+
+SQUARE = """kernel k(src: in global f32[N, N], dst: out global f32[N, N])
+  where N % 32 == 0, N > 0, N <= 4096
+  grid (N / 32, N / 32) block 256
+  ensures dst[i, j] == {spec}
+{{
+  shared t: f32[32, 33]
+  for i in 0 .. 4 {{
+    let r = thread / 32 + 8 * i
+    t[{w}] = src[block.x * 32 + r, block.y * 32 + lane]
+  }}
+  sync
+  for i in 0 .. 4 {{
+    let c = thread / 32 + 8 * i
+    dst[{d}] = {v}
+  }}
+}}
+"""
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(w=st.sampled_from(["r, lane", "lane, r"]),
+       d=st.sampled_from(["block.y * 32 + c, block.x * 32 + lane",
+                          "block.x * 32 + c, block.y * 32 + lane",
+                          "block.x * 32 + lane, block.y * 32 + c"]),
+       rd=st.sampled_from(["lane, c", "c, lane"]),
+       op=st.sampled_from(["", " * 2.0", " + 1.0"]),
+       spec=st.sampled_from(["src[j, i]", "src[i, j]", "src[j, i] * 2.0", "src[i, j] + 1.0"]))
+def test_prover_agrees_with_the_interpreter(w, d, rd, op, spec):
+    """Every variant is safe (square tensors, bijective index maps); whatever the prover
+    says must match what the interpreter computes: proved => no mismatch at N = 64, and
+    on this fragment the prover is also complete (not proved => a mismatch)."""
+    src = SQUARE.format(spec=spec, w=w, d=d, v=f"t[{rd}]{op}")
+    k = compile_source(src, "gen.tsk").kernels[0]
+    try:
+        valueflow.prove(k, k.ensures[0])
+        proved = True
+    except (valueflow.NotProved, Unsupported):
+        proved = False
+    (run,) = spec_run.check(k, [{"N": 64}])
+    assert run.runs, run.skipped
+    assert proved == (run.mismatch is None), (src, run.mismatch)
+
+
+@pytest.mark.parametrize("edit, why", [
+    ("= buf[s, idx / 64, idx % 64]", "= buf[(k + 1) % STAGES, idx / 64, idx % 64]"),
+    ("wait full[s] parity (k / STAGES) % 2", "wait full[(k + 1) % STAGES] parity (k / STAGES) % 2"),
+    ("tin[block.x * 64, k * 64]", "tin[block.x * 64, N - 64 - k * 64]"),
+])
+def test_ring_rule_rejects_mismatched_phases(edit: str, why: str):
+    """pipeline2 with the consumer reading another stage than it waited for, waiting on the
+    wrong element, or the producer loading the tiles in reverse: never proved."""
+    src = (ROOT / "corpus" / "good" / "pipeline2.tsk").read_text().replace(edit, why)
+    k = compile_source(src, "p.tsk").kernels[0]
+    with pytest.raises((valueflow.NotProved, Unsupported)):
+        valueflow.prove(k, k.ensures[0])
+
+
+@pytest.mark.parametrize("name, edit, why", [
+    ("tma_copy_ring", "tin[(block.x * TILES + k + STAGES) * 32, 0]",
+     "tin[(block.x * TILES + k + STAGES - 1) * 32, 0]"),
+    ("tma_copy_ring", "      tma_load buf[k] <- tin",
+     "      tma_load buf[(k + 1) % STAGES] <- tin"),
+    ("tma_store_pipeline", "tin[block.x * 64, (k + 1) * 64]", "tin[block.x * 64, 0]"),
+])
+def test_ring_sequence_rule_rejects_wrong_refills(name: str, edit: str, why: str):
+    """A prologue + refill ring whose refill loads the wrong tile or fills the wrong
+    stage: never proved."""
+    src = (ROOT / "corpus" / "good" / f"{name}.tsk").read_text()
+    assert edit in src
+    k = compile_source(src.replace(edit, why), "p.tsk").kernels[0]
+    with pytest.raises((valueflow.NotProved, Unsupported)):
+        valueflow.prove(k, k.ensures[0])
+
+
+def test_order_free_sum_multiset():
+    """A row sum through a register: proved; the same with one column skipped: refuted by
+    the multiset comparison (and by the interpreter)."""
+    base = """kernel rs(x: in global f32[M, 64], out: out global f32[M])
+  where M % 64 == 0, M > 0, M <= 4096
+  grid (M / 64) block 64
+  ensures out[i] == sum(j in 0 .. 64: x[i, j])
+{
+  var acc: f32 = 0.0
+  for j in LO .. 64 {
+    acc += x[block.x * 64 + thread, j]
+  }
+  out[block.x * 64 + thread] = acc
+}
+"""
+    good = compile_source(base.replace("LO", "0"), "a.tsk").kernels[0]
+    valueflow.prove(good, good.ensures[0])
+    bad = compile_source(base.replace("LO", "1"), "b.tsk").kernels[0]
+    with pytest.raises(valueflow.NotProved, match="misses"):
+        valueflow.prove(bad, bad.ensures[0])
+    (run,) = spec_run.check(bad, [{"M": 64}])
+    assert run.mismatch is not None and run.mismatch.code == "TS803"
+
+
+def test_distinct_inputs_are_distinct():
+    from tilesafe.frontend import ir
+    from tilesafe.semantics.spec_inputs import distinct_floats
+    v = distinct_floats(ir.DType.F16, 4096, np.random.default_rng(1))
+    assert len(set(v.astype(np.float16).tolist())) == 4096 and not (v == 0).any()
+
+
+# ---- tilesafe equiv ---------------------------------------------------------------------------
+
+DIRECT = """kernel tr(src: in global f32[M, N], dst: out global f32[N, M])
+  where M % 32 == 0, N % 32 == 0, M > 0, N > 0, M <= 1048576, N <= 1048576
+  grid (M / 32, N / 32) block 1024
+{
+  dst[block.y * 32 + thread % 32, block.x * 32 + thread / 32] =
+    src[block.x * 32 + thread / 32, block.y * 32 + thread % 32]
+}
+"""
+
+
+def test_equiv_proves_a_retiled_transpose(tmp_path: Path):
+    from tilesafe.cli import main
+    from tilesafe.semantics import equiv
+
+    direct = tmp_path / "direct.tsk"
+    direct.write_text(DIRECT)
+    a = load_program(ROOT / "corpus" / "good" / "transpose_swizzled.tsk").kernels[0]
+    b = load_program(direct).kernels[0]
+    res = equiv.check(a, b)
+    assert res.verdict == "proved", res.reason
+    assert main(["equiv", str(ROOT / "corpus" / "good" / "transpose_swizzled.tsk"),
+                 str(direct)]) == 0
+
+
+def test_equiv_distinguishing_input_replays(tmp_path: Path):
+    import io
+    import json
+
+    from tilesafe.cli import main
+    from tilesafe.semantics.interp import run_kernel
+    from tilesafe.semantics.spec_inputs import value_inputs
+
+    good = ROOT / "corpus" / "good" / "transpose_swizzled.tsk"
+    bad = ROOT / "corpus" / "bad" / "ts801_transpose_reads_row.tsk"
+    buf = io.StringIO()
+    assert main(["equiv", str(good), str(bad), "--format", "json"], stdout=buf) == 1
+    rec = json.loads(buf.getvalue())
+    assert rec["verdict"] == "refuted"
+    d = rec["difference"]
+    a, b = load_program(good).kernels[0], load_program(bad).kernels[0]
+    arrays = value_inputs(a, d["sizes"], d["seed"], exact=False)
+    ra = run_kernel(a, d["sizes"], arrays, seed=d["seed"])
+    rb = run_kernel(b, d["sizes"], arrays, seed=d["seed"])
+    el = tuple(d["element"])
+    assert ra.tensors[d["tensor"]][el] != rb.tensors[d["tensor"]][el]
+
+
+def test_equiv_needs_the_same_parameters():
+    from tilesafe.semantics import equiv
+
+    a = load_program(ROOT / "corpus" / "good" / "transpose_swizzled.tsk").kernels[0]
+    b = load_program(ROOT / "corpus" / "good" / "elementwise.tsk").kernels[0]
+    res = equiv.check(a, b)
+    assert res.verdict == "unknown" and "parameters differ" in res.reason
+
+
+# ---- soundness audit on planted value bugs --------------------------------------------------
+
+_AUDIT_KERNELS = ("transpose_swizzled", "pipeline2", "tma_copy_ring", "ragged_tma",
+                  "tma_store_pipeline", "cute_layout")
+_AUDIT_OPS = ("index-swap", "index-drop", "coord-swap", "oob-fill", "arith-swap")
+
+
+def _audit_mutants():
+    from tilesafe.mutation.generate import generate
+
+    out = []
+    for name in _AUDIT_KERNELS:
+        out += generate(ROOT / "corpus" / "good" / f"{name}.tsk", _AUDIT_OPS).mutants
+    return out
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_proved_mutants_agree_with_the_interpreter(data):
+    """A mutant of a good kernel (a swapped or dropped index term, swapped TMA coordinates,
+    an operator swap, a changed fill) that the value proof accepts must compute its spec
+    on the interpreter, at the refuting half's launches and at the corpus test sizes."""
+    from tilesafe.mutation.sizes import corpus_sizes
+
+    mutants = _audit_mutants()
+    m = data.draw(st.sampled_from(mutants))
+    k = compile_source(m.text, m.path).kernels[0]
+    try:
+        for spec in k.ensures:
+            valueflow.prove(k, spec)
+    except (valueflow.NotProved, Unsupported):
+        return
+    sizes = list(corpus_sizes(m.path)[:2])
+    for run in spec_run.check(k) + spec_run.check(k, sizes):
+        assert run.mismatch is None, (m.id, run.mismatch.describe())
