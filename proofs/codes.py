@@ -29,6 +29,7 @@ CODES: dict[str, str] = {
     "TS030": "a layout that cannot be realised over its buffer",
     "TS031": "a tensormap without a box; a TMA slice whose shape differs from the box",
     "TS032": "a role's thread range empty or outside the block",
+    "TS040": "a malformed ensures clause (an input on the left, shared memory, a repeated ...",
     "TS100": "a shared-memory layout that cannot be realised over its buffer",
     "TS101": "a shared-memory layout that maps two elements to one offset (aliasing)",
     "TS102": "a shared-memory layout with a negative offset",
@@ -112,6 +113,11 @@ CODES: dict[str, str] = {
     "TS727": "loops: iteration n of the PTX loop runs exactly when `lo + step*n < hi` (IR) ...",
     "TS728": "the shared-memory base: every tsmem-only sub-computation of a shared address ...",
     "TS729": "other synchronisation: `bar.sync 0`, the `bar.warp.sync` lane mask (the role's ...",
+    "TS801": "value: the element arrived from the wrong input element",
+    "TS802": "value: the arithmetic differs from the ensures clause",
+    "TS803": "value: a reduction's contributions differ (one dropped, doubled or negated)",
+    "TS804": "value: a fill value (TMA out-of-bounds zero/NaN) arrived where data was meant",
+    "TS890": "value: the ensures clause is not proved for every size (the launches agreed)",
 }
 
 

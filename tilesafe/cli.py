@@ -650,11 +650,12 @@ def _parser() -> argparse.ArgumentParser:
     _add_budgets(rep)
 
     eq = sub.add_parser("equiv", help="prove two kernels compute the same outputs")
-    eq.add_argument("a", metavar="A.tsk")
-    eq.add_argument("b", metavar="B.tsk")
+    eq.add_argument("a", metavar="A.tsk", help="the first kernel's file")
+    eq.add_argument("b", metavar="B.tsk", help="the second kernel's file")
     eq.add_argument("--kernel", metavar="NAME", help="kernel of each file (if several)")
     eq.add_argument("--seed", type=int, default=0, help="seed of the inputs (default 0)")
-    eq.add_argument("--format", choices=("text", "json"), default="text")
+    eq.add_argument("--format", choices=("text", "json"), default="text",
+                    help="text (default) or json")
 
     from tilesafe.mutation.command import add_parser as add_mutate
 

@@ -19,7 +19,8 @@ from pygments.token import (
     Whitespace,
 )
 
-DECLARATIONS = ("kernel", "const", "tensormap", "shared", "mbarrier", "let", "var", "role")
+DECLARATIONS = ("kernel", "const", "tensormap", "shared", "mbarrier", "let", "var", "role",
+                "ensures")
 KEYWORDS = ("where", "grid", "block", "if", "else", "for", "in", "step", "layout", "align",
             "count", "guards", "box", "swizzle", "oob", "tiled", "elect", "one", "per",
             "warp", "warps", "threads", "global", "parity", "signal", "read", "zero", "nan",
