@@ -25,6 +25,8 @@ CuTe layout's image by its leaf form (`cute_image_map`). A map always gets plain
 
 from __future__ import annotations
 
+import itertools
+import math
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -575,7 +577,7 @@ def injective(m: object, domain: object = None, *, max_ops: int = DEFAULT_MAX_OP
         return Result("injective", REFUTED, w, ev,
                       reason="two coordinates share an offset" + ("" if w else NO_WITNESS))
 
-    return _guarded("injective", max_ops, body)
+    return _or_enumerated(_guarded("injective", max_ops, body), m, domain, None)
 
 
 def _param_prefix(m: isl.Map) -> str:
@@ -768,7 +770,7 @@ def covers(m: object, domain: object = None, codomain: object = None, *,
         return Result(counted.prop, counted.verdict, None, counted.evidence,
                       counted.reason + NO_WITNESS)
 
-    return _guarded("covers", max_ops, body)
+    return _or_enumerated(_guarded("covers", max_ops, body), m, domain, codomain)
 
 
 def _uncovered(m: object, mm: isl.Map, cod: isl.Set, domain: object,
@@ -849,3 +851,42 @@ def check_pieces(pw: PiecewiseLayout, *, max_ops: int = DEFAULT_MAX_OPS) -> Resu
 def _piece_witness(s: isl.Set, n: int, pieces: tuple[str, ...]) -> dict[str, Any]:
     params, coord = _point(s.sample_point(), n)
     return {"params": params, "coord": coord, "pieces": pieces}
+
+
+ENUMERATION_LIMIT = 1 << 14
+"""Coordinates a small concrete layout may have for the enumeration fallback below."""
+
+
+def _or_enumerated(res: Result, m: object, domain: object, codomain: object) -> Result:
+    """An ISL answer, or -- when ISL ran out of budget on a small concrete layout (a realised
+    buffer: integer shape, an `offset` per coordinate, no parameters) -- the same property
+    decided by enumerating its coordinates, as the layout checker's fallback does. XOR-heavy
+    F2 bases can exhaust ISL's subtract on 32 elements; enumeration is exact there."""
+    if not res.unknown or domain is not None:
+        return res
+    shape = getattr(m, "shape", None)
+    offset = getattr(m, "offset", None)
+    if not (isinstance(shape, tuple) and shape and callable(offset)
+            and all(isinstance(e, int) and e > 0 for e in shape)
+            and math.prod(shape) <= ENUMERATION_LIMIT):
+        return res
+    t0 = time.perf_counter()
+    seen: dict[int, tuple[int, ...]] = {}
+    ev = {"method": f"enumeration of {math.prod(shape)} coordinates (ISL: {res.reason})"}
+    for coord in itertools.product(*(range(e) for e in shape)):
+        off = int(offset(coord))
+        if res.prop == "injective" and off in seen:
+            w = {"params": {}, "coord_a": seen[off], "coord_b": coord, "offset": off,
+                 "offset_b": off}
+            return Result("injective", REFUTED, w, ev, "two coordinates share an offset",
+                          time.perf_counter() - t0 + res.seconds)
+        seen.setdefault(off, coord)
+    if res.prop == "injective":
+        return Result("injective", PROVED, None, ev, "", time.perf_counter() - t0 + res.seconds)
+    if not isinstance(codomain, int):
+        return res
+    missing = next((p for p in range(codomain) if p not in seen), None)
+    if missing is None:
+        return Result("covers", PROVED, None, ev, "", time.perf_counter() - t0 + res.seconds)
+    return Result("covers", REFUTED, {"params": {}, "offset": missing}, ev,
+                  "an offset is never produced", time.perf_counter() - t0 + res.seconds)

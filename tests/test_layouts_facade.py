@@ -9,7 +9,7 @@ import os
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tilesafe.semantics import layout_isl as LI
@@ -267,6 +267,8 @@ shapes_st = st.sampled_from([(4, 4), (2, 8), (8, 4), (4, 2, 2)])
 
 @SETTINGS
 @given(shapes_st.flatmap(lambda s: st.tuples(st.just(s), terms(s))), st.sampled_from([1, 2, 4]))
+# F2 bases whose XORs exhaust ISL's subtract on 32 elements: decided by enumeration instead
+@example(((8, 4), T("padded", (T("linear", ((17, 0, 25), (9, 17))), 0))), 1)
 def test_random_terms_against_enumeration(st_term: tuple[Any, LayoutTerm], eb: int) -> None:
     shape, term = st_term
     real = realize(term, shape, eb)
