@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -138,6 +139,54 @@ class Check:
     detail: str
 
 
+def _content(mutant_id: str, operator: str, edit: str, before: str, after: str
+             ) -> tuple[str, ...]:
+    """A mutant by what it does rather than where: its id without the source position
+    (`kernel:operator:L.C-L.C:detail` -> kernel, operator, detail), the edit and the
+    statement before and after."""
+    parts = mutant_id.split(":")
+    where_free = tuple(p for p in parts if not re.fullmatch(r"\d+\.\d+-\d+\.\d+", p))
+    return (*where_free, operator, edit, before, after)
+
+
+def _start(mutant_id: str) -> tuple[int, int] | None:
+    m = re.search(r":(\d+)\.(\d+)-\d+\.\d+:", mutant_id)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def _relocate(entries: Sequence[Entry], by_id: dict[str, Any],
+              by_content: dict[tuple[str, ...], list[Any]]) -> dict[str, Any]:
+    """Each entry's mutant in the kernel as it is now: by id when the id still names the
+    recorded edit; else, when an edit elsewhere moved the statement, the only mutant that
+    does the same thing to the same statement text; else (the same text in several places,
+    e.g. two identical loops) the one at the recorded position moved by the line shift the
+    unambiguous entries of this kernel agree on. None when neither settles it (stale)."""
+    found: dict[str, Any] = {}
+    shifts: dict[int, int] = {}
+    ambiguous = []
+    for e in entries:
+        c = by_id.get(e.id)
+        if c is not None and (c.before, c.after) == (e.before, e.after):
+            found[e.id] = c
+            continue
+        moved = by_content.get(_content(e.id, e.operator, e.edit, e.before, e.after), [])
+        old = _start(e.id)
+        if len(moved) == 1:
+            found[e.id] = moved[0]
+            new = _start(moved[0].id)
+            if old and new:
+                shifts[new[0] - old[0]] = shifts.get(new[0] - old[0], 0) + 1
+        elif moved and old:
+            ambiguous.append((e, moved, old))
+    if shifts:
+        shift = max(shifts, key=lambda d: shifts[d])
+        for e, moved, (line, col) in ambiguous:
+            at = [c for c in moved if _start(c.id) == (line + shift, col)]
+            if len(at) == 1:
+                found[e.id] = at[0]
+    return found
+
+
 def check(entries: Sequence[Entry], root: Path = ROOT, options: Any = None) -> list[Check]:
     """Regenerate each entry's mutant by id and verify it (in this process; the checkers'
     own budgets bound each verification)."""
@@ -156,9 +205,14 @@ def check(entries: Sequence[Entry], root: Path = ROOT, options: Any = None) -> l
             path = root / kernel
             _, cands, *_ = propose(path, tuple(sorted({e.operator for e in es})))
             by_id = {c.id: c for c in cands}
+            by_content: dict[tuple[str, ...], list[Any]] = {}
+            for c in cands:
+                by_content.setdefault(_content(c.id, c.operator, c.edit, c.before, c.after),
+                                      []).append(c)
+            found = _relocate(es, by_id, by_content)
             for e in es:
-                c = by_id.get(e.id)
-                if c is None or (c.before, c.after) != (e.before, e.after):
+                c = found.get(e.id)
+                if c is None:
                     out.append(Check(e, False, "the baseline is stale: this id no longer names "
                                      "the recorded edit (regenerate corpus/mutants)"))
                     continue
