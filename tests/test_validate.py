@@ -137,12 +137,31 @@ BUGS = [
 ]
 
 
+def _shift(text: str, lines: int) -> str:
+    """The statement positions of `text` (`// LINE:COL ...` annotations, `(LINE:COL)` in a
+    counterexample's keys) moved by `lines`."""
+    return re.sub(r"(// |\()(\d+):(\d+)",
+                  lambda m: f"{m.group(1)}{int(m.group(2)) + lines}:{m.group(3)}", text)
+
+
+def _line_shift(ptx: str, bug: Bug) -> int:
+    shift = next((d for d in (0, 1, -1, 2, -2, 3, -3)
+                  if _shift(bug.old, d) in ptx
+                  and all(_shift(o, d) in ptx or _shift(o, d) in _shift(bug.new, d)
+                          for o, _ in bug.moves)), None)
+    assert shift is not None, f"{bug.name}: the PTX changed; update the mutation"
+    return shift
+
+
 def mutate(ptx: str, bug: Bug) -> str:
-    assert bug.old in ptx, f"{bug.name}: the PTX changed; update the mutation"
-    out = ptx.replace(bug.old, bug.new, 1)
+    """Plant `bug`. The patterns name statements by source position; when lines were added
+    above them in the kernel (an `ensures` clause), the one shift that makes every pattern
+    match is applied -- the instructions themselves must still be as recorded."""
+    shift = _line_shift(ptx, bug)
+    out = ptx.replace(_shift(bug.old, shift), _shift(bug.new, shift), 1)
     for old, new in bug.moves:
-        assert old in out, f"{bug.name}: {old!r} not found"
-        out = out.replace(old, new, 1)
+        assert _shift(old, shift) in out, f"{bug.name}: {old!r} not found"
+        out = out.replace(_shift(old, shift), _shift(new, shift), 1)
     return out
 
 
@@ -172,8 +191,10 @@ def test_planted_bug_is_refuted(bug: Bug, tmp_path: Path) -> None:
     assert hits, [(o.verdict.value, o.code, o.name, o.message) for o in obs
                   if o.verdict is not Verdict.PROVED]
     assert any(concrete(o.counterexample) for o in hits), [o.counterexample for o in hits]
-    for key in bug.keys:
-        assert any(key in (o.counterexample or {}) for o in hits), (key, hits[0].counterexample)
+    for key in bug.keys:  # a loop's name carries its position, which an added line moves
+        pattern = re.sub(r"\\\(\d+:\d+\\\)", lambda _: r"\(\d+:\d+\)", re.escape(key))
+        assert any(any(re.fullmatch(pattern, k) for k in o.counterexample or {})
+                   for o in hits), (key, hits[0].counterexample)
     if PTXAS is not None:
         r = assemble(bad, tmp_path)
         assert r.returncode == 0, r.stderr
@@ -252,11 +273,13 @@ def test_comparison_with_a_64_bit_constant(tmp_path: Path) -> None:
 
 def test_misannotated_instruction_is_refuted() -> None:
     kernel, ptx = compiled(P2)
-    bad = ptx.replace("// 49:9 store f16", "// 49:10 store f16")
+    line = re.search(r"// (\d+):9 store f16", ptx).group(1)  # the output store's line
+    bad = ptx.replace(f"// {line}:9 store f16", f"// {line}:10 store f16")
     obs = validate_ptx(kernel, bad)
-    assert any(o.verdict is Verdict.REFUTED and o.code == "TS720" and "49:10" in o.message
+    assert any(o.verdict is Verdict.REFUTED and o.code == "TS720" and f"{line}:10" in o.message
                for o in obs)
-    bad = ptx.replace("// 49:59 load f16", "// 49:59 load f32")
+    bad = ptx.replace(f"// {line}:59 load f16", f"// {line}:59 load f32")
+    assert bad != ptx
     assert any(o.verdict is Verdict.REFUTED and o.code == "TS720"
                for o in validate_ptx(kernel, bad))
 
