@@ -23,6 +23,7 @@ import numpy as np
 
 from tilesafe.frontend import ir
 from tilesafe.semantics import evaluate, fp
+from tilesafe.semantics import sync_counts as sc
 from tilesafe.semantics.value_terms import (
     Carried,
     Fold,
@@ -89,21 +90,30 @@ class _Ctx:
     lets: dict[int, ir.Expr]
     vals: dict[int, Term]
     int_vars: set[int] = field(default_factory=set)
-    epoch: ir.Expr | None = None
+    # per channel (`sync`, a named barrier id): events this thread has passed (sync_counts.py)
+    counts: dict[sc.Channel, ir.Expr | None] = field(default_factory=dict)
+    # per channel whose count `roles` made thread-dependent: the count before those roles and
+    # the thread ranges that had events since
+    split: dict[sc.Channel, tuple[ir.Expr, tuple[tuple[int, int], ...]]] = field(
+        default_factory=dict)
     sched: tuple[ir.Expr, ...] = ()  # the enclosing levels' (position, coordinate)s
     pos: int = 0  # the current statement's position in its block
     kernel: int = 0
     waits: dict[str, tuple[ir.Expr | None, Inst]] = field(default_factory=dict)
 
     def inst(self, extra_guards: tuple[ir.Expr, ...] = ()) -> Inst:
+        named = tuple((ch, e) for ch, e in sorted(
+            (c, e) for c, e in self.counts.items() if c != sc.SYNC))
         return Inst(0, self.thread_lo, self.thread_hi, self.elect, self.loops,
                     self.guards + extra_guards, tuple(sorted(self.lets.items())),
-                    self.epoch, self.sched + (_int(self.pos, None),), self.kernel)
+                    self.counts.get(sc.SYNC), self.sched + (_int(self.pos, None),),
+                    self.kernel, named)
 
     def child(self, **changes) -> _Ctx:
         new = _Ctx(self.thread_lo, self.thread_hi, self.elect, self.loops, self.guards,
-                   dict(self.lets), dict(self.vals), set(self.int_vars), self.epoch,
-                   self.sched, self.pos, self.kernel, dict(self.waits))
+                   dict(self.lets), dict(self.vals), set(self.int_vars), dict(self.counts),
+                   sched=self.sched, pos=self.pos, kernel=self.kernel,
+                   waits=dict(self.waits))  # `split` is per block: a new block starts none
         for k, v in changes.items():
             setattr(new, k, v)
         return new
@@ -122,11 +132,14 @@ class Executor:
         self.tag = tag
         self.writes: list[Write] = []
         self.arrivals: list[Arrival] = []
+        self.named_uses: list[tuple[ir.NamedBar, Inst]] = []  # every bar_sync / bar_arrive
         self._fresh = -1 - 100_000 * tag  # box coordinates: uids no loop of the IR has
 
     def run(self) -> list[Write]:
-        ctx = _Ctx(0, self.k.block, False, (), (), {}, {}, epoch=_int(0, None),
-                   kernel=self.tag)
+        ids = sorted({s.bar_id for s in _all_stmts(self.k.body) if isinstance(s, ir.NamedBar)})
+        counts: dict[sc.Channel, ir.Expr | None] = {ch: _int(0, None)
+                                                    for ch in [sc.SYNC, *ids]}
+        ctx = _Ctx(0, self.k.block, False, (), (), {}, {}, counts=counts, kernel=self.tag)
         self.block(self.k.body, ctx)
         return self.writes
 
@@ -150,6 +163,9 @@ class Executor:
         return inner
 
     def stmt(self, s: ir.Stmt, ctx: _Ctx) -> None:
+        if not isinstance(s, ir.Role):  # events outside roles: role entry counts are stale
+            for ch in [ch for ch in ctx.split if sc.per_pass((s,), ch) != 0]:
+                del ctx.split[ch]
         if isinstance(s, ir.Let):
             if s.value.type is INT:
                 ctx.lets[s.uid] = s.value
@@ -185,13 +201,29 @@ class Executor:
                 hi = lo + 1
             inner = self.nested(ctx, None, thread_lo=lo, thread_hi=max(lo, hi),
                                 elect=ctx.elect or s.elect_one)
+            for ch, (base, ranges) in ctx.split.items():
+                if all(hi <= a or b <= lo for a, b in ranges):  # none of its threads moved
+                    inner.counts[ch] = base
             self.block(s.body, inner)
             _merge_back(ctx, inner, s.body)
-            if _syncs(s.body) != 0:
-                ctx.epoch = None
-        elif isinstance(s, ir.Sync):
-            if ctx.epoch is not None:
-                ctx.epoch = _add(ctx.epoch, _int(1, s.span))
+            for ch, before in ctx.counts.items():
+                if sc.per_pass(s.body, ch) == 0:
+                    continue
+                # only the role's threads moved on: no one count for all threads any more,
+                # but a later role of other threads still starts from the count before
+                if before is not None:
+                    ctx.split[ch] = (before, ())
+                if ch in ctx.split:
+                    base, ranges = ctx.split[ch]
+                    ctx.split[ch] = (base, ranges + ((lo, max(lo, hi)),))
+                ctx.counts[ch] = None
+        elif isinstance(s, (ir.Sync, ir.NamedBar)):
+            if isinstance(s, ir.NamedBar):
+                self.named_uses.append((s, ctx.inst()))
+            ch = sc.SYNC if isinstance(s, ir.Sync) else s.bar_id
+            before = ctx.counts.get(ch)
+            if before is not None:
+                ctx.counts[ch] = _add(before, _int(1, s.span))
         elif isinstance(s, ir.Wait):
             ctx.waits[s.barrier.name] = (s.barrier.index, ctx.inst())
         elif isinstance(s, ir.Arrive):
@@ -209,14 +241,12 @@ class Executor:
         info = LoopInfo(s.var.uid, s.lo, s.hi, s.step)
         assigned = _assigned(s.body)
         carried = {uid for uid in assigned if uid in ctx.vals}
-        per_iter = _syncs(s.body)
-        entry = ctx.epoch
+        per = {ch: sc.per_iteration(s, ch) for ch in ctx.counts}
         inner = self.nested(ctx, s.var, loops=ctx.loops + (info,))
-        if per_iter and entry is not None and per_iter is not None:
-            done = _div(_sub(s.var, s.lo), s.step)
-            inner.epoch = _add(entry, _mul(done, per_iter))
-        elif per_iter != 0:
-            inner.epoch = None
+        for ch, entry in ctx.counts.items():
+            p = per[ch]
+            inner.counts[ch] = (None if entry is None or p is None
+                                else sc.entering_iteration(entry, s, p))
         for uid in carried:
             inner.vals[uid] = Carried(uid)
         self.block(s.body, inner)
@@ -227,12 +257,9 @@ class Executor:
             ctx.vals[uid] = _fold(ctx.vals[uid], inner.vals[uid], uid, inner.inst())
         for uid in assigned & ctx.int_vars:
             ctx.int_vars.add(uid)
-        if per_iter and entry is not None and per_iter is not None:
-            trips = ir.Call(s.span, INT, "max", (_int(0, s.span), _div(_add(_sub(
-                s.hi, s.lo), _int(s.step - 1, s.span)), s.step)))
-            ctx.epoch = _add(entry, _mul(trips, per_iter))
-        elif per_iter != 0:
-            ctx.epoch = None
+        for ch, entry in ctx.counts.items():
+            p = per[ch]
+            ctx.counts[ch] = None if entry is None or p is None else sc.after_loop(entry, s, p)
         for w in self.writes:
             if any(isinstance(n, Carried) for n in walk(w.value)):
                 raise Unsupported("a store inside a loop writes a value carried from the "
@@ -245,8 +272,9 @@ class Executor:
         self.block(s.then, then)
         orelse = self.nested(ctx, _int(1, s.span), guards=ctx.guards + (neg,))
         self.block(s.orelse, orelse)
-        if _syncs(s.then) != 0 or _syncs(s.orelse) != 0:
-            ctx.epoch = None
+        loops = tuple(lp.uid for lp in ctx.loops if lp.step == 1)
+        for ch, before in ctx.counts.items():
+            ctx.counts[ch] = None if before is None else sc.after_branch(before, s, ch, loops)
         for uid in _assigned(s.then) | _assigned(s.orelse):
             if uid in ctx.vals:
                 a, b = then.vals[uid], orelse.vals[uid]
@@ -258,7 +286,8 @@ class Executor:
         box = [self.fresh_var(f"e{d}", s.span) for d in range(len(tm.box))]
         loops = ctx.loops + tuple(LoopInfo(v.uid, _int(0, s.span), _int(n, s.span), 1)
                                   for v, n in zip(box, tm.box, strict=True))
-        inner = ctx.child(loops=loops, epoch=None)  # lands asynchronously: no sync epoch
+        # lands asynchronously: ordered by its barrier, not by any thread's sync count
+        inner = ctx.child(loops=loops, counts=dict.fromkeys(ctx.counts))
         gidx = tuple(_add(c, v) for c, v in zip(s.coords, box, strict=True))
         inside = _in_bounds(gidx, tensor.shape, s.span)
         fill = lit(0.0 if tm.oob_fill == "zero" else float("nan"))
@@ -413,31 +442,6 @@ def _mul(a: ir.Expr, c: int) -> ir.Expr:
 
 def _div(a: ir.Expr, c: int) -> ir.Expr:
     return a if c == 1 else ir.BinOp(a.span, INT, "/", a, _int(c, a.span))
-
-
-def _syncs(stmts: tuple[ir.Stmt, ...]) -> int | None:
-    """`sync`s one pass over stmts executes, when a constant (None: it depends on a trip
-    count or a condition)."""
-    n = 0
-    for s in stmts:
-        if isinstance(s, ir.Sync):
-            n += 1
-        elif isinstance(s, ir.For):
-            inner = _syncs(s.body)
-            if inner != 0:
-                trips = None
-                if isinstance(s.lo, ir.IntConst) and isinstance(s.hi, ir.IntConst):
-                    trips = max(0, -(-(s.hi.value - s.lo.value) // s.step))
-                if inner is None or trips is None:
-                    return None
-                n += inner * trips
-        elif isinstance(s, ir.If):
-            if _syncs(s.then) != 0 or _syncs(s.orelse) != 0:
-                return None
-        elif isinstance(s, ir.Role):
-            if _syncs(s.body) != 0:
-                return None
-    return n
 
 
 def _in_bounds(idx: tuple[ir.Expr, ...], shape: tuple[ir.Expr, ...], span) -> ir.Expr:

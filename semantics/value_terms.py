@@ -46,6 +46,9 @@ class Inst:
     epoch: ir.Expr | None = None
     sched: tuple[ir.Expr, ...] = field(default=())
     kernel: int = 0  # which kernel's launch (1: the second kernel of `tilesafe equiv`)
+    # Per named barrier id: this thread's participations (bar_arrive / bar_sync) before the
+    # statement, like `epoch` (semantics/sync_counts.py)
+    named: tuple[tuple[int, ir.Expr | None], ...] = field(default=())
 
     def renamed(self, ns: int) -> Inst:
         return replace(self, ns=ns)

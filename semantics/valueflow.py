@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from tilesafe.frontend import ir
-from tilesafe.semantics import affine, evaluate, fp
+from tilesafe.semantics import affine, evaluate, fp, sync_counts
 from tilesafe.semantics.affine import AffineEnv, NotAffine
 from tilesafe.semantics.value_exec import Arrival, Executor, Unsupported, Write, lit
 from tilesafe.semantics.value_terms import (
@@ -89,7 +89,8 @@ def prove(kernel: ir.Kernel, spec: ir.Ensures) -> Proof:
     """Prove `spec` for every size, or raise NotProved/Unsupported (with the reason)."""
     ex = Executor(kernel)
     writes = ex.run()
-    prover = _Prover(kernel, writes, arrivals=ex.arrivals)
+    prover = _Prover(kernel, writes, arrivals=ex.arrivals,
+                     phases=sync_counts.phase_members(ex.named_uses))
     outs = [w for w in writes if w.space is ir.Space.GLOBAL and w.target == spec.tensor]
     if not outs:
         raise NotProved(f"nothing writes '{spec.tensor}'")
@@ -105,10 +106,11 @@ def prove(kernel: ir.Kernel, spec: ir.Ensures) -> Proof:
 class _Prover:
     def __init__(self, kernel: ir.Kernel, writes: list[Write],
                  kernels: tuple[ir.Kernel, ...] | None = None, first_ns: int = 0,
-                 ctx: isl.Context | None = None, arrivals: list[Arrival] | None = None
-                 ) -> None:
+                 ctx: isl.Context | None = None, arrivals: list[Arrival] | None = None,
+                 phases: dict[int, tuple[sync_counts.Member, ...]] | None = None) -> None:
         self.k = kernel
         self.arrivals = arrivals or []
+        self.phases = phases or {}  # named barriers whose phases order threads (hb)
         self.kernels = kernels or (kernel,)  # every launch coordinates may come from
         self.writes = writes
         self.ctx = ctx or isl.Context()
@@ -409,11 +411,8 @@ class _Prover:
         """A buffer written more than once per element: the write a read sees is the last
         one before it, which is decidable here when program order and `sync` epochs order
         the read against every write of the element (race freedom, proved by the ownership
-        checker, says some synchronisation orders them; if it is not sync/program order,
-        e.g. an mbarrier phase or an asynchronous TMA load, give up)."""
-        if read.inst.epoch is None or any(w.inst.epoch is None for w in writers):
-            raise NotProved(self._multi(read.buffer) + "; a write or the read is not ordered "
-                            "by `sync` (a TMA load, or a sync under a condition)")
+        checker, says some synchronisation orders them; if it is not program order, a `sync`
+        or a named barrier, e.g. an mbarrier phase or an asynchronous TMA load, give up)."""
         for w in writers:
             r, wi = read.inst.renamed(-3), w.inst.renamed(-4)
             space = _Space(self, [r, wi])
@@ -424,8 +423,9 @@ class _Prover:
             s = s.subtract(space.same_instance(r, wi))  # `x[i] = x[i] + ..`: read first
             if not s.is_empty():
                 raise NotProved(self._multi(read.buffer) + "; some write of an element it "
-                                "reads is ordered with the read by an mbarrier, not by sync "
-                                "or program order", space.point(s))
+                                "reads is not ordered with the read by program order, a "
+                                "`sync` or a named barrier (an mbarrier phase, a TMA load, "
+                                "a synchronisation under a condition?)", space.point(s))
 
     def last_writer(self, link: Link, writers: list[Write]) -> str | None:
         """The pairs (read, write) of `link` where the write is the last one of the element
@@ -544,6 +544,7 @@ class _Space:
         self.k = prover.k
         self.kernels = prover.kernels
         self.ctx = prover.ctx
+        self.phases = prover.phases
         names = [_block_name(tag, i) for tag, k in enumerate(self.kernels)
                  for i in range(len(k.grid))]
         seen: set[str] = set(names)
@@ -655,14 +656,26 @@ class _Space:
         return self.universe() & small.align_params(m.get_space().params()).apply(m)
 
     def hb(self, a: Inst, b: Inst) -> isl.Set:
-        """a happens before b by program order (same thread) or by a `sync` between them
-        (a's epoch is smaller): sufficient, and checked to decide every pair it is used on
-        (Prover.check_ordered)."""
-        env = AffineEnv(self.space)
+        """a happens before b by program order (same thread), by a `sync` between them
+        (a's epoch is smaller), or by a named barrier: a's thread takes part in the phase
+        after a, whose number is smaller than that of the last phase b's thread waited
+        for (sync_counts.py says when phase numbers are participation counts).
+        Sufficient, and checked to decide every pair it is used on (check_ordered)."""
         s = self.lex_lt(a, b) & self.dim(_thread(a)).eq_set(self.dim(_thread(b)))
         if a.epoch is not None and b.epoch is not None:
             s = s | self.term(a.epoch, a).lt_set(self.term(b.epoch, b))
-        del env
+        waited = dict(b.named)
+        for bar_id, before in a.named:
+            after = waited.get(bar_id)
+            members = self.phases.get(bar_id)
+            if before is None or after is None or members is None:
+                continue
+            if sync_counts.member(members, a.thread_lo, a.thread_hi) is None:
+                continue
+            mb = sync_counts.member(members, b.thread_lo, b.thread_hi)
+            if mb is None or not mb.waits:
+                continue
+            s = s | self.term(before, a).lt_set(self.term(after, b))
         return s
 
     def same_instance(self, a: Inst, b: Inst) -> isl.Set:
