@@ -168,6 +168,19 @@ class Choice(Term):
 
 
 @dataclass(frozen=True)
+class Accum(Term):
+    """A shared element built by read-modify-write steps (`buf[e] = buf[e] + body`): per
+    statement that may have been the last plain (non-step) write before the read, its link
+    and value, and the steps after it -- each step statement's link relates the read to
+    every instance of it between that write and the read (as `[names]|set` text over the
+    read's, the plain write's and the step's coordinates) -- whose bodies are added to it in
+    happens-before order (semantics/valueflow.py)."""
+
+    buffer: str
+    options: tuple[tuple[Link, Term, tuple[tuple[Link, Term], ...]], ...]
+
+
+@dataclass(frozen=True)
 class SpecSum(Term):
     """A spec's `sum(j in lo .. hi: body)`: `inst`'s last loop is j."""
 
@@ -187,6 +200,8 @@ def children(t: Term) -> tuple[Term, ...]:
         return (t.init, t.body)
     if isinstance(t, Choice):
         return tuple(v for _, v in t.options)
+    if isinstance(t, Accum):
+        return tuple(x for _, v, steps in t.options for x in (v, *(b for _, b in steps)))
     if isinstance(t, SpecSum):
         return (t.body,)
     return ()
@@ -204,10 +219,12 @@ def insts(t: Term) -> Iterator[Inst]:
         inst = getattr(node, "inst", None)
         if isinstance(inst, Inst):
             yield inst
-        if isinstance(node, Choice):
-            for link, _ in node.options:
-                yield link.reader
-                yield link.writer
+        links = [lk for lk, _ in node.options] if isinstance(node, Choice) else []
+        if isinstance(node, Accum):
+            links = [lk for lk, _, steps in node.options for lk in (lk, *(s for s, _ in steps))]
+        for link in links:
+            yield link.reader
+            yield link.writer
 
 
 def rename(t: Term, ns_map: Callable[[int], int]) -> Term:
@@ -229,10 +246,15 @@ def rename(t: Term, ns_map: Callable[[int], int]) -> Term:
     if isinstance(t, Fold):
         return Fold(rename(t.init, ns_map), inst(t.inst), t.depth, rename(t.body, ns_map),
                     t.guarded)
+    def link(k: Link) -> Link:
+        return Link(inst(k.reader), k.reader_idx, inst(k.writer), k.writer_idx, k.order)
+
     if isinstance(t, Choice):
-        return Choice(t.buffer, tuple(
-            (Link(inst(k.reader), k.reader_idx, inst(k.writer), k.writer_idx, k.order),
-             rename(v, ns_map)) for k, v in t.options))
+        return Choice(t.buffer, tuple((link(k), rename(v, ns_map)) for k, v in t.options))
+    if isinstance(t, Accum):
+        return Accum(t.buffer, tuple(
+            (link(k), rename(v, ns_map), tuple((link(s), rename(b, ns_map)) for s, b in steps))
+            for k, v, steps in t.options))
     if isinstance(t, SpecSum):
         return SpecSum(t.ordered, inst(t.inst), rename(t.body, ns_map))
     return t
@@ -262,6 +284,10 @@ def _show(t: Term) -> str:
         return f"fold{t.depth}({_show(t.init)}; {_show(t.body)})"
     if isinstance(t, Choice):
         return " | ".join(f"{t.buffer}<-{_show(v)}" for _, v in t.options)
+    if isinstance(t, Accum):
+        return " | ".join(f"{t.buffer}<-{_show(v)}" + "".join(f" + steps({_show(b)})"
+                                                              for _, b in steps)
+                          for _, v, steps in t.options)
     if isinstance(t, SpecSum):
         return f"sum({_show(t.body)})"
     if isinstance(t, Carried):

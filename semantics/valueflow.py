@@ -41,10 +41,12 @@ from dataclasses import dataclass
 import islpy as isl
 
 from tilesafe.frontend import ir
+from tilesafe.frontend.fmt import without_spans
 from tilesafe.semantics import affine, evaluate, fp, sync_counts
 from tilesafe.semantics.affine import AffineEnv, NotAffine
 from tilesafe.semantics.value_exec import Arrival, Executor, Unsupported, Write, lit
 from tilesafe.semantics.value_terms import (
+    Accum,
     Choice,
     Fold,
     Glob,
@@ -62,6 +64,7 @@ from tilesafe.semantics.value_terms import (
     insts,
     rename,
     show,
+    walk,
 )
 
 _COMMUTATIVE = ("f32.add", "f32.mul", "int.add", "int.mul")
@@ -144,6 +147,8 @@ class _Prover:
             ordered = not self.is_unique(t.buffer, writers)
             if ordered and all(w.tma is not None for w in writers):
                 return self.resolve_ring(t, writers, depth)
+            if ordered and any(_step_body(w) is not None for w in writers):
+                return self.resolve_accumulation(t, writers, depth)
             if ordered:
                 self.check_ordered(t, writers)
             options = []
@@ -171,6 +176,74 @@ class _Prover:
             return Fold(self.resolve(t.init, depth), t.inst, t.depth,
                         self.resolve(t.body, depth), t.guarded)
         return t
+
+    def resolve_accumulation(self, t: Shr, writers: list[Write], depth: int) -> Term:
+        """A buffer some statements update in place (`buf[e] = buf[e] + body`, a histogram
+        or a running sum kept in shared memory across iterations): the read sees the last
+        plain write of its element plus the body of every step between that write and the
+        read. That needs every write of the element ordered with the read (check_ordered)
+        and with each other (a step's read then sees the write just before it, and no step
+        is lost): both proved here, for every size, by ISL."""
+        steps = [w for w in writers if _step_body(w) is not None]
+        plain = [w for w in writers if _step_body(w) is None]
+        if any(w.tma is not None for w in writers) or not plain:
+            raise NotProved(self._multi(t.buffer) + "; as an accumulation: "
+                            + ("a TMA load writes it" if plain else
+                               "nothing but its steps writes it"))
+        self.check_ordered(t, writers)
+        self.check_writes_ordered(t.buffer, writers)
+        options = []
+        for w0 in plain:
+            map0 = self.fresh_ns_map()
+            w0i = w0.inst.renamed(map0(w0.inst.ns))
+            order = self.last_writer(Link(t.inst, t.indices, w0i, w0.indices), plain)
+            if order is None:
+                continue  # never the last plain write of a read element
+            link0 = Link(t.inst, t.indices, w0i, w0.indices, order)
+            init = self.resolve(rename(w0.value, map0), depth + 1)
+            step_opts = []
+            for u in steps:
+                mapu = self.fresh_ns_map()
+                ui = u.inst.renamed(mapu(u.inst.ns))
+                window = self.window(link0, ui, u.indices)
+                if window is not None:
+                    body = _step_body(u)
+                    assert body is not None
+                    step_opts.append((Link(t.inst, t.indices, ui, u.indices, window),
+                                      self.resolve(rename(body, mapu), depth + 1)))
+            options.append((link0, init, tuple(step_opts)))
+        self.resolved.add(t.buffer)
+        return Accum(t.buffer, tuple(options))
+
+    def window(self, link0: Link, step: Inst, step_idx: tuple[ir.Expr, ...]) -> str | None:
+        """The step instances of the read's element after the plain write of link0 and
+        before the read, as `[names]|set` text over the read's, the write's and the step's
+        coordinates (None: there are none)."""
+        space = _Space(self, [link0.reader, link0.writer, step])
+        s = space.link(link0) & space.same_element(link0.reader, link0.reader_idx, step,
+                                                   step_idx)
+        s = s & space.hb(link0.writer, step) & space.hb(step, link0.reader)
+        keep = [n for n in space.names if _is_block(n)]
+        keep += space.inst_dims(link0.reader) + space.inst_dims(link0.writer)
+        keep += space.inst_dims(step)
+        for name in reversed(space.names):
+            if name not in keep:
+                s = s.project_out(isl.dim_type.set, space.names.index(name), 1)
+        s = s.coalesce()
+        return None if s.is_empty() else f"{keep}|{s}"
+
+    def check_writes_ordered(self, buffer: str, writers: list[Write]) -> None:
+        """Any two instances writing one element are ordered, one before the other."""
+        for a, b in itertools.combinations_with_replacement(range(len(writers)), 2):
+            wa, wb = writers[a], writers[b]
+            ia, ib = wa.inst.renamed(-5), wb.inst.renamed(-6)
+            space = _Space(self, [ia, ib])
+            s = space.domain(ia) & space.same_element(ia, wa.indices, ib, wb.indices)
+            s = s.subtract(space.hb(ia, ib)).subtract(space.hb(ib, ia))
+            s = s.subtract(space.same_instance(ia, ib))
+            if not s.is_empty():
+                raise NotProved(self._multi(buffer) + "; as an accumulation: two writes of "
+                                "one element are not ordered", space.point(s))
 
     def resolve_ring(self, t: Shr, writers: list[Write], depth: int) -> Term:
         """A buffer refilled by TMA loads through an mbarrier ring: the read after the
@@ -811,6 +884,8 @@ class _Compare:
             return
         if isinstance(k, Fold):
             self.fail("a loop accumulation where the spec has no sum", ctx)
+        if isinstance(k, Accum):
+            self.fail("an accumulation in shared memory where the spec has no sum", ctx)
         self.fail(f"the kernel computes {show(k)} where the spec asks for {show(s)}", ctx)
 
     # ---- sums ------------------------------------------------------------------------------
@@ -887,6 +962,17 @@ class _Compare:
                 for body, d, extra in self.contributions(v, dom):
                     yield body, d, extra | set(self.s.inst_dims(link.writer))
             return
+        if isinstance(k, Accum):
+            for link, init, steps in k.options:
+                dom = ctx & self.s.link(link)
+                first = set(self.s.inst_dims(link.writer))
+                for body, d, extra in self.contributions(init, dom):
+                    yield body, d, extra | first
+                for step, v in steps:
+                    ranging = first | set(self.s.inst_dims(step.writer))
+                    for body, d, extra in self.contributions(v, dom & self.s.link(step)):
+                        yield body, d, extra | ranging
+            return
         if isinstance(k, Ite):
             yield from self.contributions(k.then, ctx & self.s.cond(k.cond, k.inst))
             yield from self.contributions(k.orelse,
@@ -914,6 +1000,8 @@ class _Compare:
         if isinstance(k, Round) and _exact_in(k.arg, k.dtype, self.s.k):
             yield from self.lift(k.arg, ctx)
             return
+        if isinstance(k, Accum):
+            self.fail("an accumulation in shared memory inside an operation", ctx)
         if isinstance(k, Op):
             cases: list[tuple[tuple[Term, ...], isl.Set, set[str]]] = [((), ctx, set())]
             for a in k.args:
@@ -954,6 +1042,23 @@ class _Compare:
         m = isl.Map.from_multi_pw_aff(isl.MultiPwAff.from_pw_aff_list(mspace, lst))
         m = m.intersect_domain(d)
         return m.range(), m.is_injective()
+
+
+def _step_body(w: Write) -> Term | None:
+    """For an in-place update `buf[e] = buf[e] + body` of a shared f32 buffer (the read of
+    the element it writes, in the same statement instance), the body added; else None."""
+    v = w.value
+    if w.space is not ir.Space.SHARED or w.tma is not None:
+        return None
+    if not (isinstance(v, Op) and v.name == "f32.add"):
+        return None
+    for i in (0, 1):
+        r, body = v.args[i], v.args[1 - i]
+        if (isinstance(r, Shr) and r.buffer == w.target and r.inst == w.inst
+                and without_spans(r.indices) == without_spans(w.indices)
+                and not any(isinstance(n, Shr) and n.buffer == w.target for n in walk(body))):
+            return body
+    return None
 
 
 def _sched_key(inst: Inst) -> tuple[int, ...]:
