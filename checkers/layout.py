@@ -45,12 +45,14 @@ def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:
         max_ops = min(ISL_OPS_BEFORE_FALLBACK, max(1000, options.timeout_ms * OPS_PER_MS))
         inj = LI.injective(real, max_ops=max_ops)
         if inj.unknown:
-            inj = _exhaustive_injective(buf, inj.reason, inj.seconds)
+            inj = LI.enumerated("injective", buf.shape, _all_offsets(buf), inj.reason,
+                                inj.seconds)
         out.append(_obligation(kernel, buf, "injective (no aliasing)", inj, "TS101", setup,
                                _alias_message(buf, inj.witness)))
         low = LI.in_bounds(real, lo=0, hi=None, max_ops=max_ops)
         if low.unknown:
-            low = _exhaustive_nonnegative(buf, low.reason, low.seconds)
+            low = LI.enumerated("in_bounds", buf.shape, _all_offsets(buf), low.reason,
+                                low.seconds)
         out.append(_obligation(kernel, buf, "offsets non-negative", low, "TS102", setup,
                                _below_message(buf, low.witness)))
         realised = realised and low.ok
@@ -65,40 +67,6 @@ def _all_offsets(buf: ir.SharedBuffer) -> np.ndarray:
     the fallback of the non-negativity proof must report, not crash on.)"""
     real = layouts.realize(buf.layout, buf.shape, buf.dtype.nbytes)
     return np.asarray([int(o) for o in layouts.flat_offsets(real)], dtype=np.int64)
-
-
-def _exhaustive_injective(buf: ir.SharedBuffer, isl_reason: str, isl_seconds: float
-                          ) -> LI.Result:
-    start = time.perf_counter() - isl_seconds
-    offsets = _all_offsets(buf)
-    order = np.argsort(offsets, kind="stable")
-    same = np.nonzero(offsets[order][1:] == offsets[order][:-1])[0]
-    evidence = {"isl": f"gave up ({isl_reason}); enumerated {offsets.size} coordinates"}
-    seconds = time.perf_counter() - start
-    if same.size == 0:
-        return LI.Result("injective", LI.PROVED, None, evidence, seconds=seconds)
-    a, b = int(order[same[0]]), int(order[same[0] + 1])
-    witness = {"coord_a": _unflat(a, buf.shape), "coord_b": _unflat(b, buf.shape),
-               "offset": int(offsets[a])}
-    return LI.Result("injective", LI.REFUTED, witness, evidence, seconds=seconds)
-
-
-def _exhaustive_nonnegative(buf: ir.SharedBuffer, isl_reason: str, isl_seconds: float
-                            ) -> LI.Result:
-    start = time.perf_counter() - isl_seconds
-    offsets = _all_offsets(buf)
-    evidence = {"isl": f"gave up ({isl_reason}); enumerated {offsets.size} coordinates"}
-    seconds = time.perf_counter() - start
-    negative = np.nonzero(offsets < 0)[0]
-    if negative.size == 0:
-        return LI.Result("in_bounds", LI.PROVED, None, evidence, seconds=seconds)
-    k = int(negative[0])
-    witness = {"coord": _unflat(k, buf.shape), "offset": int(offsets[k])}
-    return LI.Result("in_bounds", LI.REFUTED, witness, evidence, seconds=seconds)
-
-
-def _unflat(k: int, shape: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(int(x) for x in np.unravel_index(k, shape))
 
 
 def _obligation(kernel: ir.Kernel, buf: ir.SharedBuffer, what: str, result: LI.Result,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from tilesafe.frontend import ast, ir, walk
 from tilesafe.frontend import diagnostics as dg
 from tilesafe.frontend.diagnostics import Diagnostic, DiagnosticError
+from tilesafe.frontend.ir_text import expr_text
 from tilesafe.frontend.limits import MAX_BLOCK, MAX_SHARED_BYTES, MBARRIER_BYTES
 from tilesafe.frontend.span import Span
 
@@ -964,7 +965,7 @@ def _affine(e: ir.Expr, local_affine=lambda uid: False) -> bool:
 def _why_not_affine(e: ir.Expr, local_affine=None) -> str | None:
     local_affine = local_affine or (lambda uid: True)
     if e.type is not INT:
-        return f"'{_show(e)}' is not an integer"
+        return f"'{_brief(e)}' is not an integer"
     if isinstance(e, (ir.IntConst, ir.SizeVar, ir.LoopVar, ir.Builtin)):
         return None
     if isinstance(e, ir.LocalRef):
@@ -989,11 +990,11 @@ def _why_not_affine(e: ir.Expr, local_affine=None) -> str | None:
             if why:
                 return why
         if e.op == "*" and not (isinstance(e.lhs, ir.IntConst) or isinstance(e.rhs, ir.IntConst)):
-            return f"'{_show(e)}' multiplies two non-constant terms"
+            return f"'{_brief(e)}' multiplies two non-constant terms"
         if e.op in "/%" and not isinstance(e.rhs, ir.IntConst):
-            return f"'{_show(e)}' divides by a non-constant"
+            return f"'{_brief(e)}' divides by a non-constant"
         return None
-    return f"'{_show(e)}' is not affine"
+    return f"'{_brief(e)}' is not affine"
 
 
 def _presburger(e: ir.Expr) -> bool:
@@ -1006,22 +1007,8 @@ def _presburger(e: ir.Expr) -> bool:
     return False
 
 
-def _show(e: ir.Expr) -> str:
-    if isinstance(e, ir.IntConst):
-        return str(e.value)
-    if isinstance(e, (ir.SizeVar, ir.LoopVar, ir.LocalRef)):
-        return e.name
-    if isinstance(e, ir.Builtin):
-        return e.kind.value
-    if isinstance(e, ir.BinOp):
-        return f"{_show(e.lhs)} {e.op} {_show(e.rhs)}"
-    if isinstance(e, ir.Load):
-        return f"{e.tensor}[...]"
-    if isinstance(e, ir.Call):
-        return f"{e.func}(...)"
-    if isinstance(e, ir.UnOp):
-        return f"{e.op}{_show(e.operand)}"
-    return "..."
+def _brief(e: ir.Expr) -> str:
+    return expr_text(e, brief=True)
 
 
 def _layout_term(node: ast.LayoutNode) -> ir.LayoutTerm:

@@ -98,6 +98,8 @@ _INT_CONTEXT: dict[tuple[str, str], str] = {
     ("Store", "value"): "value",
     ("Assign", "value"): "value",
     ("VarDecl", "value"): "value",
+    ("NamedBar", "bar_id"): "bar-id",
+    ("NamedBar", "count"): "bar-count",
     ("ThreadSet", "lo"): "role",
     ("ThreadSet", "hi"): "role",
 }
@@ -235,6 +237,16 @@ def op_arrive_mode(site: Site) -> Iterator[Edit]:
                        dataclasses.replace(node, mode=mode))
 
 
+def op_bar_mode(site: Site) -> Iterator[Edit]:
+    """`bar_sync` <-> `bar_arrive`: a named barrier's participant waits or no longer does."""
+    node = site.node
+    if not isinstance(node, ast.NamedBar):
+        return
+    new = dataclasses.replace(node, arrive=not node.arrive)
+    slug = "arrive>sync" if node.arrive else "sync>arrive"
+    yield Edit("bar-mode", slug, f"{stmt_head(node)} -> {stmt_head(new)}", new)
+
+
 def op_elect(site: Site) -> Iterator[Edit]:
     """`elect one` added to or removed from a role."""
     node = site.node
@@ -304,7 +316,7 @@ _DELETABLE: dict[type, str] = {
     ast.Wait: "wait", ast.Arrive: "arrive", ast.Sync: "sync", ast.Fence: "fence",
     ast.Store: "store", ast.Init: "init", ast.TmaLoad: "tma_load", ast.TmaStore: "tma_store",
     ast.CommitGroup: "commit_group", ast.WaitGroup: "wait_group", ast.Let: "let",
-    ast.ExpectTx: "expect_tx",
+    ast.ExpectTx: "expect_tx", ast.NamedBar: "bar_sync",
 }
 _DECLS = (ast.ConstDecl, ast.TensormapDecl, ast.SharedDecl, ast.MbarrierDecl)
 
@@ -329,8 +341,8 @@ def stmt_head(s: ast.Stmt) -> str:
 
 def op_delete(site: Site) -> Iterator[Edit]:
     """Delete one statement of a kind that carries protocol or data: wait, arrive, sync,
-    fence, store, init, tma_load, tma_store, commit_group, wait_group, expect_tx, and let
-    (which only survives linting where nothing uses it)."""
+    bar_sync, bar_arrive, fence, store, init, tma_load, tma_store, commit_group, wait_group,
+    expect_tx, and let (which only survives linting where nothing uses it)."""
     node = site.node
     if not isinstance(node, ast.Block):
         return
@@ -338,6 +350,8 @@ def op_delete(site: Site) -> Iterator[Edit]:
         kind = _DELETABLE.get(type(s))
         if kind is None:
             continue
+        if isinstance(s, ast.NamedBar) and s.arrive:
+            kind = "bar_arrive"
         text = stmt_head(s)
         new = dataclasses.replace(node, stmts=node.stmts[:i] + node.stmts[i + 1:])
         yield Edit(f"delete.{kind}", "del", f"delete `{text}`", new, s.span, text, "")
@@ -624,6 +638,7 @@ OPERATORS: tuple[tuple[str, Operator], ...] = (
     ("parity", op_parity),
     ("expect-tx", op_expect_tx),
     ("arrive-mode", op_arrive_mode),
+    ("bar-mode", op_bar_mode),
     ("elect-one", op_elect),
     ("role-range", op_role_range),
     ("fence-kind", op_fence),
@@ -643,7 +658,8 @@ OPERATORS: tuple[tuple[str, Operator], ...] = (
 
 # The families an --operators selector may name (`index` covers index-swap, coord-drop, ...).
 FAMILIES: tuple[str, ...] = (
-    "delete", "swap-adjacent", "parity", "expect-tx", "arrive-mode", "elect-one", "role-range",
+    "delete", "swap-adjacent", "parity", "expect-tx", "arrive-mode", "bar-mode", "elect-one",
+    "role-range",
     "fence-kind", "wait-group", "guard-weaken", "where-drop", "loop-bound", "index-swap",
     "index-drop", "coord-swap", "coord-drop", "layout-swizzle", "row-col", "tensormap-swizzle",
     "oob-fill", "cmp-swap", "arith-swap", "int",

@@ -27,7 +27,9 @@ from tilesafe.semantics.interp import run_kernel
 from tilesafe.semantics.interp_error import InterpError
 from tilesafe.semantics.spec_inputs import _cost, choose_sizes, value_inputs
 from tilesafe.semantics.spec_run import MAX_STEPS, same_bits
+from tilesafe.semantics.value_compare import Compare
 from tilesafe.semantics.value_exec import Unsupported, execute
+from tilesafe.semantics.value_space import is_block
 from tilesafe.semantics.value_terms import rename, show
 
 
@@ -112,8 +114,8 @@ def check(a: ir.Kernel, b: ir.Kernel, seed: int = 0) -> Result:
 def prove_tensor(a: ir.Kernel, b: ir.Kernel, tensor: str) -> None:
     """Every element of `tensor` gets the same value in A and B, for every size."""
     wa, wb = execute(a, 0), execute(b, 1)
-    pa = valueflow._Prover(a, wa, (a, b))
-    pb = valueflow._Prover(b, wb, (a, b), first_ns=1 << 20, ctx=pa.ctx)
+    pa = valueflow.Prover(a, wa, (a, b))
+    pb = valueflow.Prover(b, wb, (a, b), first_ns=1 << 20, ctx=pa.ctx)
     outs_a = [w for w in wa if w.space is ir.Space.GLOBAL and w.target == tensor]
     outs_b = [w for w in wb if w.space is ir.Space.GLOBAL and w.target == tensor]
     if not outs_a or not outs_b:
@@ -127,15 +129,14 @@ def prove_tensor(a: ir.Kernel, b: ir.Kernel, tensor: str) -> None:
             my = pb.fresh_ns_map()
             vy = pb.resolve(rename(y.value, my), 0)
             iy = y.inst.renamed(my(y.inst.ns))
-            space = valueflow._Space(pa, [ix, iy, *valueflow.insts(vx),
-                                          *valueflow.insts(vy)])
+            space = pa.space([ix, iy, *valueflow.insts(vx), *valueflow.insts(vy)])
             ctx = space.domain(ix) & space.domain(iy)
             for p, q in zip(x.indices, y.indices, strict=True):
                 ctx = ctx & space.term(p, ix).eq_set(space.term(q, iy))
-            outer = {n for n in space.names if valueflow._is_block(n)}
+            outer = {n for n in space.names if is_block(n)}
             outer |= set(space.inst_dims(ix)) | set(space.inst_dims(iy))
             try:
-                valueflow._Compare(space, dtype, outer).equal(vx, vy, ctx, top=True)
+                Compare(space, dtype, outer).equal(vx, vy, ctx, top=True)
             except valueflow.NotProved as err:
                 raise valueflow.NotProved(f"{err.reason} (A: {show(vx)}; B: {show(vy)})",
                                           err.point) from None

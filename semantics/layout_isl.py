@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import islpy as isl
+import numpy as np
 
 from tilesafe.semantics.cute import ComposedLayout, Layout, Swizzle, coalesce
 from tilesafe.semantics.inttuple import flatten, prefix_product, product, suffix_product
@@ -860,8 +861,8 @@ ENUMERATION_LIMIT = 1 << 14
 def _or_enumerated(res: Result, m: object, domain: object, codomain: object) -> Result:
     """An ISL answer, or -- when ISL ran out of budget on a small concrete layout (a realised
     buffer: integer shape, an `offset` per coordinate, no parameters) -- the same property
-    decided by enumerating its coordinates, as the layout checker's fallback does. XOR-heavy
-    F2 bases can exhaust ISL's subtract on 32 elements; enumeration is exact there."""
+    decided by enumerating its coordinates (`enumerated`). XOR-heavy F2 bases can exhaust
+    ISL's subtract on 32 elements; enumeration is exact there."""
     if not res.unknown or domain is not None:
         return res
     shape = getattr(m, "shape", None)
@@ -870,23 +871,53 @@ def _or_enumerated(res: Result, m: object, domain: object, codomain: object) -> 
             and all(isinstance(e, int) and e > 0 for e in shape)
             and math.prod(shape) <= ENUMERATION_LIMIT):
         return res
-    t0 = time.perf_counter()
-    seen: dict[int, tuple[int, ...]] = {}
-    ev = {"method": f"enumeration of {math.prod(shape)} coordinates (ISL: {res.reason})"}
-    for coord in itertools.product(*(range(e) for e in shape)):
-        off = int(offset(coord))
-        if res.prop == "injective" and off in seen:
-            w = {"params": {}, "coord_a": seen[off], "coord_b": coord, "offset": off,
-                 "offset_b": off}
-            return Result("injective", REFUTED, w, ev, "two coordinates share an offset",
-                          time.perf_counter() - t0 + res.seconds)
-        seen.setdefault(off, coord)
-    if res.prop == "injective":
-        return Result("injective", PROVED, None, ev, "", time.perf_counter() - t0 + res.seconds)
-    if not isinstance(codomain, int):
+    if res.prop == "covers" and not isinstance(codomain, int):
         return res
-    missing = next((p for p in range(codomain) if p not in seen), None)
-    if missing is None:
-        return Result("covers", PROVED, None, ev, "", time.perf_counter() - t0 + res.seconds)
-    return Result("covers", REFUTED, {"params": {}, "offset": missing}, ev,
-                  "an offset is never produced", time.perf_counter() - t0 + res.seconds)
+    t0 = time.perf_counter()
+    offsets = [int(offset(c)) for c in itertools.product(*(range(e) for e in shape))]
+    return enumerated(res.prop, shape, offsets, res.reason,
+                      res.seconds + time.perf_counter() - t0, codomain=codomain)
+
+
+def enumerated(prop: str, shape: tuple[int, ...], offsets: Sequence[int], isl_reason: str,
+               isl_seconds: float, codomain: int | None = None) -> Result:
+    """`prop` -- "injective", "in_bounds" (every offset >= 0) or "covers" (every offset of
+    [0, codomain) produced) -- of a concrete layout, decided from the offsets of all its
+    coordinates in row-major order: the one enumeration behind both the ISL facade's
+    fallback and the layout checker's. Witnesses name coordinates as ISL's do."""
+    t0 = time.perf_counter()
+    flat = np.asarray(offsets, dtype=np.int64)
+    ev = {"method": f"enumeration of {flat.size} coordinates (ISL: {isl_reason})"}
+
+    def coord(k: int) -> tuple[int, ...]:
+        return tuple(int(x) for x in np.unravel_index(k, shape))
+
+    def done(verdict: str, witness: Mapping[str, Any] | None, reason: str = "") -> Result:
+        return Result(prop, verdict, witness, ev, reason,
+                      isl_seconds + time.perf_counter() - t0)
+
+    if prop == "injective":
+        order = np.argsort(flat, kind="stable")
+        same = np.nonzero(flat[order][1:] == flat[order][:-1])[0]
+        if same.size == 0:
+            return done(PROVED, None)
+        a, b = int(order[same[0]]), int(order[same[0] + 1])
+        return done(REFUTED, {"params": {}, "coord_a": coord(a), "coord_b": coord(b),
+                              "offset": int(flat[a]), "offset_b": int(flat[b])},
+                    "two coordinates share an offset")
+    if prop == "in_bounds":
+        negative = np.nonzero(flat < 0)[0]
+        if negative.size == 0:
+            return done(PROVED, None)
+        k = int(negative[0])
+        return done(REFUTED, {"params": {}, "coord": coord(k), "offset": int(flat[k])},
+                    "an offset is below the base")
+    if prop == "covers" and codomain is not None:
+        hit = np.zeros(codomain, dtype=bool)
+        hit[flat[(flat >= 0) & (flat < codomain)]] = True
+        missing = np.nonzero(~hit)[0]
+        if missing.size == 0:
+            return done(PROVED, None)
+        return done(REFUTED, {"params": {}, "offset": int(missing[0])},
+                    "an offset is never produced")
+    raise ValueError(f"enumeration cannot decide {prop!r}")

@@ -789,7 +789,9 @@ class Argument:
         if group is not None:
             self._window_only(group)
             return
-        # Sample a few size assignments, smallest first, for counterexamples.
+        # Sample a few size assignments, smallest first, for counterexamples; then a few
+        # with every size scaled up, so that the size-dependent loops run longer than the
+        # smallest sizes let them (a ring deadlocks only once it wraps around).
         seen: list[dict] = []
         for _ in range(4):
             excl = [lambda enc, d=d: z3.Or([enc.sizes[n] != v for n, v in d.items()])
@@ -800,7 +802,19 @@ class Argument:
             seen.append(sizes)
             self._explore(Config(sizes, None, "full"))
             if not sizes:
-                break
+                return
+        if not seen or self.out.findings:
+            return
+        for factor in (4, 16):
+            grow = [lambda enc, n=n, v=v * factor: enc.sizes[n] >= v
+                    for n, v in seen[0].items() if v > 0]
+            sizes = self._some_sizes(grow)
+            if sizes is None or sizes in seen:
+                continue
+            seen.append(sizes)
+            self._explore(Config(sizes, None, "full"))
+            if self.out.findings:
+                return
 
     # -- explorations ------------------------------------------------------------------------
 

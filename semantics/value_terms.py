@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 from tilesafe.frontend import ir
+from tilesafe.frontend.ir_text import expr_text
 
 
 @dataclass(frozen=True)
@@ -270,16 +271,16 @@ def _show(t: Term) -> str:
     if isinstance(t, Lit):
         return repr(t.value)
     if isinstance(t, IntV):
-        return _expr(t.expr)
+        return expr_text(t.expr)
     if isinstance(t, (Glob, Shr)):
         name = t.tensor if isinstance(t, Glob) else t.buffer
-        return f"{name}[{', '.join(_expr(i) for i in t.indices)}]"
+        return f"{name}[{', '.join(expr_text(i) for i in t.indices)}]"
     if isinstance(t, Op):
         return f"{t.name}({', '.join(_show(a) for a in t.args)})"
     if isinstance(t, Round):
         return f"{t.dtype.value}({_show(t.arg)})"
     if isinstance(t, Ite):
-        return f"({_expr(t.cond)} ? {_show(t.then)} : {_show(t.orelse)})"
+        return f"({expr_text(t.cond)} ? {_show(t.then)} : {_show(t.orelse)})"
     if isinstance(t, Fold):
         return f"fold{t.depth}({_show(t.init)}; {_show(t.body)})"
     if isinstance(t, Choice):
@@ -293,21 +294,3 @@ def _show(t: Term) -> str:
     if isinstance(t, Carried):
         return f"carried#{t.uid}"
     return type(t).__name__
-
-
-def _expr(e: ir.Expr) -> str:
-    if isinstance(e, ir.IntConst):
-        return str(e.value)
-    if isinstance(e, (ir.SizeVar, ir.LoopVar, ir.LocalRef)):
-        return e.name
-    if isinstance(e, ir.Builtin):
-        return e.kind.value
-    if isinstance(e, ir.BinOp):
-        return f"({_expr(e.lhs)} {e.op} {_expr(e.rhs)})"
-    if isinstance(e, ir.UnOp):
-        return f"{e.op}{_expr(e.operand)}"
-    if isinstance(e, ir.Call):
-        return f"{e.func}({', '.join(_expr(a) for a in e.args)})"
-    if isinstance(e, ir.Load):
-        return f"{e.tensor}[{', '.join(_expr(i) for i in e.indices)}]"
-    return "?"

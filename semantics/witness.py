@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from tilesafe.semantics import blockparam
+from tilesafe.semantics import blockparam, evaluate
 from tilesafe.semantics import footprint as fpm
 from tilesafe.semantics.budget import Budget, BudgetExceeded
-from tilesafe.semantics.events import Model
+from tilesafe.semantics.events import Model, compile_expr
 from tilesafe.semantics.explore import (
     CannotMove,
     Finding,
@@ -157,9 +157,7 @@ def resolve(model: Model, outcome: Outcome, budget: Budget | None = None) -> Non
                                      detail), Config(w.sizes, cfg2.trip, "full"),
                              Machine(model, w.sizes) if w.sizes != cfg2.sizes else mach2))
                 continue
-            why = why or ("the explored footprints over-approximate (a condition or index "
-                          "depends on the sizes, the block index or memory) and no block of "
-                          "the launches tried does it")
+            why = why or _not_confirmed(kind)
         outcome.unsettled.setdefault(f.code, f"{f.message} -- not confirmed: {why}")
     outcome.findings[:] = kept
     for code in list(outcome.unsettled):
@@ -171,10 +169,15 @@ def _unconfirmable(kind: str) -> str | None:
     if kind == "possible-race":
         return ("the two accesses are separated by mbarrier operations of the class, and "
                 "whether those order its threads is not decided")
-    if kind == "possible-uninit":
-        return ("a TMA store reads the element, and whether it falls inside the tensor (is "
-                "stored) is not decided")
     return None
+
+
+def _not_confirmed(kind: str) -> str:
+    if kind == "possible-uninit":
+        return ("a TMA store reads the element, and in no block of the launches tried does "
+                "it fall inside the tensor (elements outside are read and discarded)")
+    return ("the explored footprints over-approximate (a condition or index depends on the "
+            "sizes, the block index or memory) and no block of the launches tried does it")
 
 
 def confirm(model: Model, finding: Finding, launches: list[dict[str, int]],
@@ -277,6 +280,8 @@ class _Shadow:
         a = r["agents"][0]
         if ins.op == "access":
             return self.access(st, a, ins, r["ctrs"])
+        if ins.op == "tma_store":
+            return self.store(a, ins, r["ctrs"])
         if ins.op == "arrive":
             group = ins.group if ins.per_warp and ins.group else (a,)
             for g in group:
@@ -290,6 +295,34 @@ class _Shadow:
             o, rel, ordd = self.wins[a]
             self.wins[a] = [o, {}, fpm.merge(ordd, rel)]
         return None
+
+    def store(self, a: int, ins: Any, ctrs: tuple[int, ...]) -> tuple[str, str, dict] | None:
+        """A TMA store of this block: an element of its box that lies inside the tensor (so
+        it is stored) and that nothing wrote is an uninitialised read (TS306)."""
+        m, s = self.m, ins.stmt
+        tm = m.k.tensormap(s.tensormap)
+        tensor, buf = m.k.tensor(tm.tensor), m.k.buffer(s.src.buffer)
+        env = self.env(a, ins, ctrs)
+        shape = [int(evaluate.eval_sizes(d, m.sizes)) for d in tensor.shape]
+        coords = [int(compile_expr(c, ins.lets)(env)) for c in s.coords]
+        prefix = tuple(int(f(env)) for f in ins.prefix)
+        written = self.written[buf.name].reshape(buf.shape)[prefix]
+        box = np.indices(tm.box).reshape(len(tm.box), -1)
+        inside = np.ones(box.shape[1], bool)
+        for d, (c, n) in enumerate(zip(coords, shape, strict=True)):
+            inside &= (box[d] + c >= 0) & (box[d] + c < n)
+        tail = box[len(tm.box) - written.ndim:]  # the box's last dims index the slice
+        unread = inside & ~written[tuple(tail)]
+        if not unread.any():
+            return None
+        j = int(np.flatnonzero(unread)[0])
+        element = prefix + tuple(int(x) for x in tail[:, j])
+        label = f"{buf.name}[{', '.join(map(str, element))}]"
+        gidx = [c + int(x) for c, x in zip(coords, box[:, j], strict=True)]
+        target = f"{tensor.name}[{', '.join(map(str, gidx))}]"
+        return ("TS306", f"the TMA store of {m.agents[a].cls.name} (line {s.span.line}) reads "
+                f"{label}, which nothing has written, and stores it to {target}, inside the "
+                "tensor", {"element": label, "stored to": target, "line": s.span.line})
 
     def _mark(self, atom: int) -> None:
         buf = self.m.atom_buf[atom]

@@ -70,16 +70,16 @@ def test_ids_are_stable_unique_and_every_mutant_is_one_new_kernel():
 def test_every_operator_family_fires_on_the_corpus():
     seen: set[str] = set()
     for name in ("pipeline2", "ragged_tail", "smem_fence_tma_store", "tma_copy_single",
-                 "transpose_swizzled", "cute_layout"):
+                 "transpose_swizzled", "cute_layout", "named_handoff"):
         seen.update(_by_operator(GOOD / f"{name}.tsk"))
     families = {op.split(".")[0] if op.split(".")[0] in ("int", "delete") else op for op in seen}
     # no corpus TMA coordinate is a sum at the top; coord-drop is checked on its own below
     assert set(operators.FAMILIES) - {"coord-drop"} <= families | {"delete", "int"}
     for kind in ("wait", "arrive", "sync", "fence", "store", "init", "tma_load", "tma_store",
-                 "commit_group", "wait_group", "let"):
+                 "commit_group", "wait_group", "let", "bar_sync", "bar_arrive"):
         assert f"delete.{kind}" in seen, kind
     for ctx in ("count", "parity", "box", "loop", "align", "where", "grid", "block", "tma-coord",
-                "index", "const"):
+                "index", "const", "bar-id", "bar-count"):
         assert f"int.{ctx}" in seen, ctx
 
 
@@ -103,6 +103,17 @@ def test_protocol_edits_print_what_they_say():
     assert all(c.after == "" for c in ops["delete.wait"])
     assert "arrive full[s]" in _after(ops["expect-tx"], "arrive full[s]")
     assert "arrive full[s], expect_tx bytes(buf)" in _after(ops["expect-tx"], "arrive full[s]")
+
+
+def test_named_barrier_edits():
+    ops = _by_operator(GOOD / "named_handoff.tsk")
+    assert _after(ops["bar-mode"], "bar_sync 1, 256") == {"bar_arrive 1, 256"}
+    assert _after(ops["bar-mode"], "bar_arrive 2, 256") == {"bar_sync 2, 256"}
+    assert {c.before for c in ops["delete.bar_sync"]} == {"bar_sync 1, 256", "bar_sync 2, 256"}
+    assert {c.before for c in ops["delete.bar_arrive"]} == {"bar_arrive 1, 256",
+                                                            "bar_arrive 2, 256"}
+    assert "bar_sync 1, 128" in _after(ops["int.bar-count"], "bar_sync 1, 256")
+    assert "bar_sync 2, 256" in _after(ops["int.bar-id"], "bar_sync 1, 256")
 
 
 def test_guard_index_and_layout_edits():

@@ -159,14 +159,25 @@ def test_exhaustive_fallback_decides_aliasing_and_negative_offsets():
     out) lived, since no test reached it; reaching it showed that a negative offset crashed
     it (the interpreter's offset table refuses them) instead of refuting TS102."""
     bufs = {b.name: b for b in compile_source(LAYOUTS).kernels[0].shared}
-    inj = layout._exhaustive_injective(bufs["alias"], "budget", 0.0)
+
+    def decide(prop: str, name: str) -> LI.Result:
+        buf = bufs[name]
+        return LI.enumerated(prop, buf.shape, layout._all_offsets(buf), "budget", 0.0)
+
+    inj = decide("injective", "alias")
     assert inj.verdict == LI.REFUTED
-    assert inj.witness == {"coord_a": (0, 1), "coord_b": (2, 0), "offset": 2}
-    assert layout._exhaustive_injective(bufs["fine"], "budget", 0.0).verdict == LI.PROVED
-    low = layout._exhaustive_nonnegative(bufs["below"], "budget", 0.0)
-    assert low.verdict == LI.REFUTED and low.witness == {"coord": (0, 1), "offset": -1}
-    assert layout._exhaustive_injective(bufs["below"], "budget", 0.0).verdict == LI.PROVED
-    assert layout._exhaustive_nonnegative(bufs["fine"], "budget", 0.0).verdict == LI.PROVED
+    assert (inj.witness["coord_a"], inj.witness["coord_b"], inj.witness["offset"]) == (
+        (0, 1), (2, 0), 2)
+    assert decide("injective", "fine").verdict == LI.PROVED
+    low = decide("in_bounds", "below")
+    assert low.verdict == LI.REFUTED
+    assert (low.witness["coord"], low.witness["offset"]) == ((0, 1), -1)
+    assert decide("injective", "below").verdict == LI.PROVED
+    assert decide("in_bounds", "fine").verdict == LI.PROVED
+    cover = LI.enumerated("covers", (2, 2), [0, 1, 3, 4], "budget", 0.0, codomain=4)
+    assert cover.verdict == LI.REFUTED and cover.witness["offset"] == 2
+    assert LI.enumerated("covers", (2, 2), [3, 1, 2, 0], "budget", 0.0,
+                         codomain=4).verdict == LI.PROVED
 
 
 def test_capacity_obligation_counts_the_bytes_between_the_buffers():
