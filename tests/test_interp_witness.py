@@ -70,6 +70,7 @@ REFS = {  # bad kernel -> (sizes, reference of the kernel its bug was planted in
     "ts302_tile": ({"M": 32, "N": 96}, R.ref_transpose),
     "ts302_store": ({"M": 64, "N": 256}, R.ref_affine_f16),
     "ts304_transpose": ({"M": 32, "N": 32}, R.ref_transpose),
+    "ts306_tma_store": ({"M": 64, "N": 64}, R.ref_affine_f16),
     "ts306": ({"M": 40, "N": 70}, ref_tile_row_sums),
     "ts307": ({"M": 64, "N": 64}, R.ref_affine_f16),
     "ts404": ({"M": 256, "N": 128}, R.ref_copy),
