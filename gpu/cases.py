@@ -9,7 +9,9 @@ A case is `NAME.json` (the LaunchSpec and what to expect) and `NAME.npz` (`in_T`
 `want_T` expected outputs). Expectation kinds:
   "interp"   bit-exact with the interpreter's tensors (good kernels);
   "observe"  a bad kernel: record what the GPU does (hang, trap, wrong output against the
-             interpreter's run when it finished, or nothing visible);
+             interpreter's run when it finished, or nothing visible) and, for a kernel with
+             `ensures`, whether its output is what the spec says (`spec_T` arrays: a value
+             bug computes the same wrong value on both, so only the spec tells);
   "copy"     dst must equal src bit for bit, checked with numpy, inputs synthesised on the
              GPU machine (sizes far beyond what the interpreter or a case file can hold).
 """
@@ -39,6 +41,7 @@ class Case:
     expect: str  # "interp" | "observe" | "copy"
     expected: dict[str, np.ndarray] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
+    spec_expected: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass
@@ -51,6 +54,7 @@ class CaseResult:
     seconds: float
     meta: dict[str, Any]
     expect: str = "interp"
+    spec: str = ""  # bad kernels with `ensures`: "holds" or "violated: ..." ("" untested)
 
     @property
     def passed(self) -> bool:
@@ -64,19 +68,21 @@ def save_case(folder: Path, case: Case) -> None:
         {"spec": case.spec.to_json(), "expect": case.expect, "meta": case.meta}))
     arrays = {f"in_{k}": v for k, v in case.inputs.items()}
     arrays.update({f"want_{k}": v for k, v in case.expected.items()})
+    arrays.update({f"spec_{k}": v for k, v in case.spec_expected.items()})
     np.savez_compressed(folder / f"{case.name}.npz", **arrays)
 
 
 def load_case(path: Path) -> Case:
     data = json.loads(path.read_text())
-    inputs, expected = {}, {}
+    parts: dict[str, dict[str, np.ndarray]] = {"in": {}, "want": {}, "spec": {}}
     npz = path.with_suffix(".npz")
     if npz.exists():
         with np.load(npz) as z:
             for k in z.files:
-                (inputs if k.startswith("in_") else expected)[k.split("_", 1)[1]] = z[k]
-    return Case(path.stem, LaunchSpec.from_json(data["spec"]), inputs, data["expect"],
-                expected, data.get("meta", {}))
+                kind, name = k.split("_", 1)
+                parts[kind][name] = z[k]
+    return Case(path.stem, LaunchSpec.from_json(data["spec"]), parts["in"], data["expect"],
+                parts["want"], data.get("meta", {}), parts["spec"])
 
 
 def case_files(folder: Path) -> list[Path]:
@@ -125,13 +131,18 @@ def run_case(case: Case, *, isolated: bool = False, timeout: float = 60.0,
         same = np.array_equal(res.tensors[dst].view(np.uint16), inputs[src].view(np.uint16))
         return CaseResult(case.name, "ok", "bit-exact" if same else "DIFFERS",
                           "" if same else f"{dst} != {src}", seconds, meta, case.expect)
+    spec = ""
+    if case.spec_expected:
+        off = compare(case.spec_expected, res.tensors)
+        spec = ("violated: " + off[0].describe()) if off else "holds"
     if not case.expected:
         return CaseResult(case.name, "ok", "ran", "the interpreter stopped with "
-                          f"{meta.get('interp', 'an error')}", seconds, meta, case.expect)
+                          f"{meta.get('interp', 'an error')}", seconds, meta, case.expect,
+                          spec)
     bad = compare(case.expected, res.tensors)
     verdict = "wrong output" if bad else "no visible effect"
     return CaseResult(case.name, "ok", verdict, "; ".join(m.describe() for m in bad[:2]),
-                      seconds, meta, case.expect)
+                      seconds, meta, case.expect, spec)
 
 
 def run_folder(folder: Path, *, isolated: bool = False, timeout: float = 60.0,
@@ -156,7 +167,8 @@ def run_folder(folder: Path, *, isolated: bool = False, timeout: float = 60.0,
 def table(results: list[CaseResult]) -> str:
     lines = [f"{'case':44} {'verdict':10} {'s':>6}  detail"]
     for r in results:
-        lines.append(f"{r.name:44} {r.verdict:10} {r.seconds:6.2f}  {r.detail[:110]}")
+        spec = f"  [spec {r.spec[:90]}]" if r.spec else ""
+        lines.append(f"{r.name:44} {r.verdict:10} {r.seconds:6.2f}  {r.detail[:110]}{spec}")
     exact = sum(r.verdict == "bit-exact" for r in results)
     observed = sum(r.expect == "observe" for r in results)
     if observed:  # bad kernels: their runs are observations, not passes

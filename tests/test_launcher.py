@@ -14,8 +14,9 @@ from tilesafe.codegen.launch_spec import LaunchSpec
 from tilesafe.codegen.plan import bind
 from tilesafe.frontend.load import load_program
 from tilesafe.gpu import cases, compare, driver, launcher
+from tilesafe.semantics import spec_eval
 from tilesafe.semantics.interp import run_kernel
-from tilesafe.semantics.interp_io import random_inputs
+from tilesafe.semantics.interp_io import random_inputs, tensor_shapes
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -110,6 +111,34 @@ def test_bit_exact_comparison_and_case_files(monkeypatch, tmp_path: Path) -> Non
     assert ok.verdict == "bit-exact"
     bad = cases.run_case(case, device=FakeDevice(compute(True)))
     assert bad.verdict == "DIFFERS" and "first at [7]" in bad.detail
+
+
+def test_bad_kernel_cases_compare_with_the_spec_too(monkeypatch, tmp_path: Path) -> None:
+    """A value bug computes the same wrong output on the GPU and in the interpreter ("no
+    visible effect" against it); the case's `spec_` arrays still tell it violates the spec,
+    and they survive the case file."""
+    path = ROOT / "corpus/bad/ts802_saxpy_minus.tsk"
+    kernel = load_program(path).kernels[0]
+    sizes = {"N": 300}
+    spec = bind(kernel, compile_kernel(kernel), sizes)
+    inputs = random_inputs(kernel, sizes, 1)
+    got = run_kernel(kernel, sizes, inputs).tensors
+    (ens,) = kernel.ensures
+    want = spec_eval.expected(kernel, ens, sizes, inputs, tensor_shapes(kernel, sizes))
+    case = cases.Case("saxpy_minus", spec, inputs, "observe", dict(got), {},
+                      {ens.tensor: want})
+    cases.save_case(tmp_path, case)
+    case = cases.load_case(tmp_path / "saxpy_minus.json")
+    assert set(case.spec_expected) == {"z"} and set(case.inputs) == set(inputs)
+    monkeypatch.setattr(launcher, "_image", lambda spec: (b"cubin", ""))
+
+    def effect(dev: FakeDevice, args: Any) -> None:
+        dev.memory[args[3]] = got["z"].copy()
+
+    res = cases.run_case(case, device=FakeDevice(effect))
+    assert res.verdict == "no visible effect"
+    assert res.spec.startswith("violated: z:"), res.spec
+    assert "[spec violated" in cases.table([res])
 
 
 def test_f32_nans_compare_equal_whatever_their_payload() -> None:

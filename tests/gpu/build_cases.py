@@ -40,7 +40,7 @@ from tilesafe.codegen.plan import bind  # noqa: E402
 from tilesafe.frontend import ir  # noqa: E402
 from tilesafe.frontend.diagnostics import DiagnosticError  # noqa: E402
 from tilesafe.gpu.cases import Case, save_case  # noqa: E402
-from tilesafe.semantics import fp  # noqa: E402
+from tilesafe.semantics import fp, spec_eval  # noqa: E402
 from tilesafe.semantics.interp import InterpError, run_kernel  # noqa: E402
 from tilesafe.semantics.interp_io import (  # noqa: E402
     check_where,
@@ -48,6 +48,7 @@ from tilesafe.semantics.interp_io import (  # noqa: E402
     tensor_shapes,
     tensor_usage,
 )
+from tilesafe.semantics.spec_inputs import value_inputs  # noqa: E402
 
 SIZES_RE = re.compile(r"^//\s*sizes:\s*(.+)$", re.M)
 
@@ -163,10 +164,11 @@ def small_sizes(kernel: ir.Kernel) -> dict[str, int] | None:
     return None
 
 
-def counterexample_sizes(kernel: ir.Kernel, code: str) -> dict[str, int] | None:
-    """The sizes of the checkers' counterexample for `code`, when it names small ones: the
-    bug then shows at the sizes where it was refuted (a descriptor rule broken for some N
-    is not broken at every N)."""
+def counterexample(kernel: ir.Kernel, code: str) -> tuple[dict[str, int], dict] | None:
+    """The sizes of the checkers' counterexample for `code`, when it names small ones, and
+    the counterexample: the bug then shows at the sizes where it was refuted (a descriptor
+    rule broken for some N is not broken at every N; a value bug shows on the inputs the
+    value checker built to expose it, not necessarily on others)."""
     from tilesafe.api import verify_kernel
 
     for o in verify_kernel(kernel):
@@ -180,7 +182,7 @@ def counterexample_sizes(kernel: ir.Kernel, code: str) -> dict[str, int] | None:
             except (InterpError, TypeError, ValueError):
                 continue
             if sum(int(np.prod(sh)) for sh in shapes.values()) <= 3_000_000:
-                return sizes
+                return sizes, dict(cex)
     return None
 
 
@@ -192,15 +194,23 @@ def bad_cases() -> Iterator[Case]:
             compiled = compile_kernel(kernel, str(path), unverified_banner([code]))
         except DiagnosticError:
             continue  # a frontend error: nothing to compile
-        sizes = counterexample_sizes(kernel, code) or small_sizes(kernel)
+        found = counterexample(kernel, code)
+        sizes = found[0] if found else small_sizes(kernel)
         if sizes is None:
             continue
         inputs = random_inputs(kernel, sizes, np.random.default_rng(0))
+        if found and "seed" in found[1] and "inputs" in found[1]:  # a value refutation's
+            inputs = value_inputs(kernel, sizes, int(found[1]["seed"]),
+                                  found[1]["inputs"] == "small integers")
         try:
-            yield _interp_case(f"bad-{path.stem}", kernel, compiled, sizes, inputs, 0,
-                               "observe", {"kernel": path.stem, "code": code, "sizes": sizes})
+            case = _interp_case(f"bad-{path.stem}", kernel, compiled, sizes, inputs, 0,
+                                "observe", {"kernel": path.stem, "code": code, "sizes": sizes})
         except InterpError:
             continue
+        shapes = tensor_shapes(kernel, sizes)
+        case.spec_expected = {e.tensor: spec_eval.expected(kernel, e, sizes, inputs, shapes)
+                              for e in kernel.ensures}
+        yield case
 
 
 def fuzz_cases(count: int) -> Iterator[Case]:

@@ -52,11 +52,13 @@ def table(run: Path) -> str:
     if (run / "sanitize.json").exists():
         for r in json.loads((run / "sanitize.json").read_text()):
             san[r["case"]][r["tool"]] = r
-    lines = ["| kernel | tilesafe | interpreter | GPU (plain run) | " + " | ".join(TOOLS) + " |",
-             "| --- | --- | --- | --- | " + " | ".join("---" for _ in TOOLS) + " |"]
+    lines = ["| kernel | tilesafe | interpreter | GPU (plain run) | GPU vs `ensures` | "
+             + " | ".join(TOOLS) + " |",
+             "| --- | --- | --- | --- | --- | " + " | ".join("---" for _ in TOOLS) + " |"]
     found = {t: 0 for t in TOOLS}
     any_tool = 0
     visible = 0
+    only_spec = 0  # ran with nothing else visible, yet the output breaks the spec
     for row in sorted(bad, key=lambda r: r["name"]):
         name = row["name"].removeprefix("bad-")
         meta = row["meta"]
@@ -67,9 +69,12 @@ def table(run: Path) -> str:
         for t in hits:
             found[t] += 1
         any_tool += bool(hits)
-        visible += row["verdict"] in ("wrong output", "hang", "trap", "error")
+        shown = row["verdict"] in ("wrong output", "hang", "trap", "error")
+        visible += shown
+        spec = row.get("spec", "")
+        only_spec += spec.startswith("violated") and not shown and not hits
         lines.append(f"| {name} | {meta.get('code', '?')} | {interp} | {_gpu(row)} | "
-                     + " | ".join(_tool(r) for r in tools) + " |")
+                     f"{_spec(spec)} | " + " | ".join(_tool(r) for r in tools) + " |")
     n = len(bad)
     lines.append("")
     lines.append(f"{n} bad kernels compiled with --unverified ran on the GPU (at the sizes of "
@@ -78,8 +83,18 @@ def table(run: Path) -> str:
                  f"Something was visible on the plain run (trap, hang, error, or output "
                  f"different from the interpreter's) for {visible}; at least one "
                  f"compute-sanitizer tool reported {any_tool} of {n} (" + ", ".join(
-                     f"{t} {found[t]}" for t in TOOLS) + ").")
+                     f"{t} {found[t]}" for t in TOOLS) + "). "
+                 f"{only_spec} ran clean under every tool with the interpreter's output, "
+                 "yet that output breaks the kernel's `ensures`.")
     return "\n".join(lines)
+
+
+def _spec(spec: str) -> str:
+    if not spec:
+        return "-"
+    if spec == "holds":
+        return "holds"
+    return "**violated** (" + spec.removeprefix("violated: ").split(";")[0][:40] + ")"
 
 
 def differential(run: Path) -> str:
