@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tilesafe.frontend import ir
+from tilesafe.frontend import ir, walk
 from tilesafe.semantics import evaluate, spec_eval
 from tilesafe.semantics.interp import RunResult, run_kernel
 from tilesafe.semantics.interp_error import InterpError
@@ -206,15 +206,7 @@ def _classify(spec: ir.Ensures, load: ir.Load | None, got: object, want: object,
 
 
 def _has_sum(e: ir.Expr) -> bool:
-    if isinstance(e, ir.Reduce):
-        return True
-    if isinstance(e, ir.BinOp):
-        return _has_sum(e.lhs) or _has_sum(e.rhs)
-    if isinstance(e, ir.UnOp):
-        return _has_sum(e.operand)
-    if isinstance(e, ir.Call):
-        return any(_has_sum(a) for a in e.args)
-    return False
+    return any(isinstance(x, ir.Reduce) for x in walk.subexprs(e))
 
 
 def _plain(v: object) -> object:

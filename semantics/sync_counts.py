@@ -18,7 +18,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tilesafe.frontend import ir
+from tilesafe.frontend import ir, walk
+from tilesafe.frontend.ir_build import add as _add
+from tilesafe.frontend.ir_build import const as _int
+from tilesafe.frontend.ir_build import floordiv as _div
+from tilesafe.frontend.ir_build import mul as _mul
+from tilesafe.frontend.ir_build import sub as _sub
 
 INT, BOOL = ir.ScalarType.INT, ir.ScalarType.BOOL
 SYNC = "sync"
@@ -171,35 +176,9 @@ def _is_var(e: ir.Expr, uid: int) -> bool:
 
 
 def _mentions(e: ir.Expr, uid: int) -> bool:
-    if _is_var(e, uid):
-        return True
-    if isinstance(e, ir.BinOp):
-        return _mentions(e.lhs, uid) or _mentions(e.rhs, uid)
-    if isinstance(e, ir.UnOp):
-        return _mentions(e.operand, uid)
-    if isinstance(e, ir.Call):
-        return any(_mentions(a, uid) for a in e.args)
-    return isinstance(e, (ir.LocalRef, ir.Load))  # a let may hide the variable: refuse
-
-
-def _int(v: int, span) -> ir.Expr:
-    return ir.IntConst(span, INT, v)
-
-
-def _add(a: ir.Expr, b: ir.Expr) -> ir.Expr:
-    return ir.BinOp(a.span, INT, "+", a, b)
-
-
-def _sub(a: ir.Expr, b: ir.Expr) -> ir.Expr:
-    return ir.BinOp(a.span, INT, "-", a, b)
-
-
-def _mul(a: ir.Expr, c: int) -> ir.Expr:
-    return a if c == 1 else ir.BinOp(a.span, INT, "*", a, _int(c, a.span))
-
-
-def _div(a: ir.Expr, c: int) -> ir.Expr:
-    return a if c == 1 else ir.BinOp(a.span, INT, "/", a, _int(c, a.span))
+    """Does e read loop variable uid (a `let` or a load might hide it: counted as yes)?"""
+    return any(_is_var(x, uid) or isinstance(x, (ir.LocalRef, ir.Load))
+               for x in walk.subexprs(e))
 
 
 # ---- when phase numbers are participation counts -------------------------------------------
@@ -248,12 +227,9 @@ def member(members: tuple[Member, ...], lo: int, hi: int) -> Member | None:
 
 
 def _thread_dependent(e: ir.Expr) -> bool:
-    if isinstance(e, ir.Builtin):
-        return e.kind in (ir.BuiltinKind.THREAD, ir.BuiltinKind.LANE, ir.BuiltinKind.WARP_ID)
-    if isinstance(e, ir.BinOp):
-        return _thread_dependent(e.lhs) or _thread_dependent(e.rhs)
-    if isinstance(e, ir.UnOp):
-        return _thread_dependent(e.operand)
-    if isinstance(e, ir.Call):
-        return any(_thread_dependent(a) for a in e.args)
-    return isinstance(e, (ir.LocalRef, ir.Load))  # a let may hide the thread: refuse
+    """Does e read the thread index (a `let` or a load might hide it: counted as yes)?"""
+    return any((isinstance(x, ir.Builtin) and x.kind in _THREAD)
+               or isinstance(x, (ir.LocalRef, ir.Load)) for x in walk.subexprs(e))
+
+
+_THREAD = (ir.BuiltinKind.THREAD, ir.BuiltinKind.LANE, ir.BuiltinKind.WARP_ID)

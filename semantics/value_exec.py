@@ -22,6 +22,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from tilesafe.frontend import ir
+from tilesafe.frontend import walk as ir_walk
+from tilesafe.frontend.ir_build import add as _add
+from tilesafe.frontend.ir_build import const as _int
 from tilesafe.semantics import evaluate, fp
 from tilesafe.semantics import sync_counts as sc
 from tilesafe.semantics.value_terms import (
@@ -320,9 +323,9 @@ class Executor:
 
     def value(self, e: ir.Expr, ctx: _Ctx) -> Term:
         if e.type is INT:
-            if any(isinstance(n, ir.LocalRef) and n.mutable for n in _nodes(e)):
+            if any(isinstance(n, ir.LocalRef) and n.mutable for n in ir_walk.subexprs(e)):
                 raise Unsupported(f"the integer variable in '{_short(e)}' is mutable")
-            if any(isinstance(n, ir.Load) for n in _nodes(e)):
+            if any(isinstance(n, ir.Load) for n in ir_walk.subexprs(e)):
                 raise Unsupported("an integer value read from memory")
             return IntV(e, ctx.inst())
         if isinstance(e, ir.FloatConst):
@@ -424,26 +427,6 @@ def _fold(before: Term, after: Term, uid: int, inst: Inst) -> Term:
     return Fold(before, body_inst, depth, body, guarded)
 
 
-def _int(v: int, span) -> ir.Expr:
-    return ir.IntConst(span, INT, v)
-
-
-def _add(a: ir.Expr, b: ir.Expr) -> ir.Expr:
-    return ir.BinOp(a.span, INT, "+", a, b)
-
-
-def _sub(a: ir.Expr, b: ir.Expr) -> ir.Expr:
-    return ir.BinOp(a.span, INT, "-", a, b)
-
-
-def _mul(a: ir.Expr, c: int) -> ir.Expr:
-    return ir.BinOp(a.span, INT, "*", a, _int(c, a.span))
-
-
-def _div(a: ir.Expr, c: int) -> ir.Expr:
-    return a if c == 1 else ir.BinOp(a.span, INT, "/", a, _int(c, a.span))
-
-
 def _in_bounds(idx: tuple[ir.Expr, ...], shape: tuple[ir.Expr, ...], span) -> ir.Expr:
     cond: ir.Expr | None = None
     for i, extent in zip(idx, shape, strict=True):
@@ -452,21 +435,6 @@ def _in_bounds(idx: tuple[ir.Expr, ...], shape: tuple[ir.Expr, ...], span) -> ir
         cond = c if cond is None else ir.BinOp(span, BOOL, "&&", cond, c)
     assert cond is not None
     return cond
-
-
-def _nodes(e: ir.Expr):
-    yield e
-    if isinstance(e, ir.BinOp):
-        yield from _nodes(e.lhs)
-        yield from _nodes(e.rhs)
-    elif isinstance(e, ir.UnOp):
-        yield from _nodes(e.operand)
-    elif isinstance(e, ir.Call):
-        for a in e.args:
-            yield from _nodes(a)
-    elif isinstance(e, ir.Load):
-        for a in e.indices:
-            yield from _nodes(a)
 
 
 def _short(e: ir.Expr) -> str:

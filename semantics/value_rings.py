@@ -15,7 +15,7 @@ from typing import Protocol
 
 import islpy as isl
 
-from tilesafe.frontend import ir
+from tilesafe.frontend import ir, ir_build
 from tilesafe.semantics import affine
 from tilesafe.semantics.affine import AffineEnv
 from tilesafe.semantics.value_exec import Arrival, Write
@@ -224,7 +224,7 @@ def _resolve_sequence(p: Resolver, t: Shr, writers: list[Write], depth: int, fai
                 if not (shifted & full).is_subset(dom_l):
                     raise fail("the last load statement does not run a prefix of its "
                                "loop")
-            pos = _expr_add(before, ir.BinOp(bar.span, ir.ScalarType.INT, "-",
+            pos = ir_build.add(before, ir.BinOp(bar.span, ir.ScalarType.INT, "-",
                                              ir.LoopVar(bar.span, ir.ScalarType.INT,
                                                         "k", lp.uid), lp.lo))
             count = ir.Call(bar.span, ir.ScalarType.INT, "max", (
@@ -257,7 +257,7 @@ def _resolve_sequence(p: Resolver, t: Shr, writers: list[Write], depth: int, fai
             osp.term(wl.lo, wi)))
         link = Link(t.inst, t.indices, winst, load.indices, f"{osp.names}|{order}")
         options.append((link, rename(load.value, nsmap)))
-        before = _expr_add(before, count)
+        before = ir_build.add(before, count)
     exists = p.space([t.inst, wi] + [lk.writer for lk, _ in options])
     linked = isl.Set.empty(exists.space)
     for lk, _ in options:
@@ -294,7 +294,3 @@ def _before(a: Inst, b: Inst) -> bool:
             continue
         return False  # reached a loop coordinate while still equal: interleaved
     return False
-
-
-def _expr_add(a: ir.Expr, b: ir.Expr) -> ir.Expr:
-    return ir.BinOp(a.span, ir.ScalarType.INT, "+", a, b)
