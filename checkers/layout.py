@@ -42,7 +42,7 @@ def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:
                                   seconds=time.perf_counter() - start))
             continue
         setup = time.perf_counter() - start
-        max_ops = min(ISL_OPS_BEFORE_FALLBACK, max(1000, options.timeout_ms * OPS_PER_MS))
+        max_ops = isl_budget(options.timeout_ms)
         inj = LI.injective(real, max_ops=max_ops)
         if inj.unknown:
             inj = LI.enumerated("injective", buf.shape, _all_offsets(buf), inj.reason,
@@ -61,6 +61,12 @@ def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:
     return out
 
 
+def isl_budget(timeout_ms: int) -> int:
+    """ISL operations a layout query may take before the enumeration fallback: the query
+    timeout at OPS_PER_MS, at least 1000, at most ISL_OPS_BEFORE_FALLBACK."""
+    return min(ISL_OPS_BEFORE_FALLBACK, max(1000, timeout_ms * OPS_PER_MS))
+
+
 def _all_offsets(buf: ir.SharedBuffer) -> np.ndarray:
     """Every logical coordinate's element offset, negative ones included. (The
     interpreter's table, smem.realize_offsets, raises on a negative offset -- which is what
@@ -77,7 +83,8 @@ def _obligation(kernel: ir.Kernel, buf: ir.SharedBuffer, what: str, result: LI.R
         code, message = "TS190", f"ISL could not decide: {result.reason}"
     evidence = {**dict(result.evidence), "layout": str(buf.layout),
                 "setup_seconds": round(setup, 4)}
-    method = "exhaustive" if "isl" in result.evidence else "isl"
+    method = ("exhaustive" if str(result.evidence.get("method", "")).startswith("enumeration")
+              else "isl")
     return Obligation(
         CHECKER, f"{kernel.name}: layout {buf.layout} of {buf.name} {what}", verdict, method,
         buf.span, None if verdict is Verdict.PROVED else code,

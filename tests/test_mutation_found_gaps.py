@@ -11,8 +11,9 @@ import pytest
 
 from tilesafe.checkers import layout
 from tilesafe.checkers.obligation import Obligation, Severity, Verdict
+from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend.load import compile_source
-from tilesafe.semantics import fp
+from tilesafe.semantics import fp, layouts
 from tilesafe.semantics import layout_isl as LI
 from tilesafe.semantics.mbarrier import COUNT_MAX, MbarrierError, MbarrierState
 
@@ -178,6 +179,27 @@ def test_exhaustive_fallback_decides_aliasing_and_negative_offsets():
     assert cover.verdict == LI.REFUTED and cover.witness["offset"] == 2
     assert LI.enumerated("covers", (2, 2), [3, 1, 2, 0], "budget", 0.0,
                          codomain=4).verdict == LI.PROVED
+
+
+def test_layout_checker_budget_method_and_capacity_gate():
+    """Survivors of the 2026-11-26 run over checkers/layout.py: the ISL budget's arithmetic,
+    the method named for an enumerated verdict, and the capacity obligation that follows
+    only buffers whose offsets are all non-negative."""
+    assert layout.isl_budget(1) == 1000
+    assert layout.isl_budget(7) == 7 * layout.OPS_PER_MS
+    assert layout.isl_budget(10_000) == layout.ISL_OPS_BEFORE_FALLBACK
+    k = compile_source(LAYOUTS).kernels[0]
+    bufs = {b.name: b for b in k.shared}
+    enum = LI.enumerated("injective", (4, 4), list(range(16)), "budget", 0.0)
+    assert layout._obligation(k, bufs["fine"], "x", enum, "TS101", 0.0, "").method == \
+        "exhaustive"
+    isl_res = LI.injective(layouts.realize(bufs["fine"].layout, (4, 4), 4))
+    assert layout._obligation(k, bufs["fine"], "x", isl_res, "TS101", 0.0, "").method == "isl"
+    names = [o.name for o in layout.check(k, CheckOptions())]
+    assert not any("shared memory" in n for n in names)  # `below` maps under its base
+    fine = compile_source(LAYOUTS.replace("f32[4, 4] layout (4,4):(4,-1)", "f32[4, 4]"))
+    names = [o.name for o in layout.check(fine.kernels[0], CheckOptions())]
+    assert any("shared memory" in n for n in names)
 
 
 def test_capacity_obligation_counts_the_bytes_between_the_buffers():
