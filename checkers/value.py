@@ -58,7 +58,8 @@ def _clause(kernel: ir.Kernel, spec: ir.Ensures, run: spec_run.ValueCheck,
         proof = valueflow.prove(kernel, spec)
     except (valueflow.NotProved, Unsupported, isl.Error, RecursionError) as err:
         reason = getattr(err, "reason", None) or (
-            f"the prover stopped ({type(err).__name__}: {err})")
+            "the prover's ISL operation budget ran out" if "maximal number of operations"
+            in str(err) else f"the prover stopped ({type(err).__name__}: {err})")
         point = getattr(err, "point", None)
         replay = _replay_point(kernel, point)
         if replay is not None:

@@ -72,6 +72,16 @@ from tilesafe.semantics.value_terms import (
 __all__ = ["NotProved", "Proof", "Prover", "prove", "spec_term", "insts"]
 
 MAX_DEPTH = 6  # shared reads resolved through at most this many writers in a chain
+# ISL operations one proof may take: a bound on its time (the slowest good kernel,
+# row_sum_ilp, needs between 1e7 and 5e7); past it ISL raises and the clause is unknown.
+MAX_OPERATIONS = 200_000_000
+
+
+def new_context() -> isl.Context:
+    """An ISL context with the proof's operation budget."""
+    ctx = isl.Context()
+    ctx.set_max_operations(MAX_OPERATIONS)
+    return ctx
 
 
 @dataclass(frozen=True)
@@ -111,7 +121,7 @@ class Prover:
         self.phases = phases or {}  # named barriers whose phases order threads (hb)
         self.kernels = kernels or (kernel,)  # every launch coordinates may come from
         self.writes = writes
-        self.ctx = ctx or isl.Context()
+        self.ctx = ctx or new_context()
         self.ns = first_ns
         self.resolved: set[str] = set()
         self.unique: dict[str, bool] = {}

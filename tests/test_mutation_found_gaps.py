@@ -195,7 +195,14 @@ def test_layout_checker_budget_method_and_capacity_gate():
         "exhaustive"
     isl_res = LI.injective(layouts.realize(bufs["fine"].layout, (4, 4), 4))
     assert layout._obligation(k, bufs["fine"], "x", isl_res, "TS101", 0.0, "").method == "isl"
-    names = [o.name for o in layout.check(k, CheckOptions())]
+    obs = layout.check(k, CheckOptions())
+    alias = next(o for o in obs if " alias " in o.name and "injective" in o.name)
+    assert alias.verdict is Verdict.REFUTED and alias.code == "TS101" and alias.method == "isl"
+    assert "clobber" in alias.message
+    fine_inj = next(o for o in obs if " fine " in o.name and "injective" in o.name)
+    assert fine_inj.verdict is Verdict.PROVED and fine_inj.code is None
+    assert fine_inj.method == "isl"  # decided by ISL: no enumeration
+    names = [o.name for o in obs]
     assert not any("shared memory" in n for n in names)  # `below` maps under its base
     fine = compile_source(LAYOUTS.replace("f32[4, 4] layout (4,4):(4,-1)", "f32[4, 4]"))
     names = [o.name for o in layout.check(fine.kernels[0], CheckOptions())]
@@ -232,3 +239,21 @@ def test_bf16_array_widening_is_a_shift():
     got = fp.bf16_array_to_f32(bits)
     assert got.dtype == np.float32
     assert got.tolist() == [1.0, -2.0, 0.0, float("inf")]
+
+
+def test_capacity_at_exactly_the_limit_is_fine():
+    """Survivor: `used <= MAX` -> `used < MAX` (no buffer filled the limit exactly)."""
+    src = """kernel full(x: out global f32[1])
+  grid 1 block 32
+{
+  shared big: f32[58112]
+  big[thread] = 1.0
+  sync
+  if thread == 0 {
+    x[0] = big[1]
+  }
+}
+"""
+    assert 58112 * 4 == layout.MAX_SMEM_PER_BLOCK
+    ob = layout._capacity(compile_source(src).kernels[0])
+    assert ob.verdict is Verdict.PROVED, ob.message

@@ -348,3 +348,13 @@ def test_proved_mutants_agree_with_the_interpreter(data):
     sizes = list(corpus_sizes(m.path)[:2])
     for run in spec_run.check(k) + spec_run.check(k, sizes):
         assert run.mismatch is None, (m.id, run.mismatch.describe())
+
+
+def test_the_proof_is_bounded_and_ends_in_unknown(monkeypatch):
+    """Past its ISL operation budget the value proof stops: a TS890 warning naming the
+    budget, never a hang or a crash (and never "proved")."""
+    monkeypatch.setattr(valueflow, "MAX_OPERATIONS", 100_000)
+    k = load_program(ROOT / "corpus" / "good" / "row_reduce.tsk").kernels[0]
+    (o,) = value.check(k, CheckOptions())
+    assert o.verdict is Verdict.UNKNOWN and o.code == "TS890"
+    assert "operation budget ran out" in o.message
