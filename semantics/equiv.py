@@ -22,13 +22,13 @@ import numpy as np
 
 from tilesafe.frontend import ir
 from tilesafe.frontend.fmt import without_spans
-from tilesafe.semantics import valueflow
+from tilesafe.semantics import sync_counts, valueflow
 from tilesafe.semantics.interp import run_kernel
 from tilesafe.semantics.interp_error import InterpError
 from tilesafe.semantics.spec_inputs import _cost, choose_sizes, value_inputs
 from tilesafe.semantics.spec_run import MAX_STEPS, same_bits
 from tilesafe.semantics.value_compare import Compare
-from tilesafe.semantics.value_exec import Unsupported, execute
+from tilesafe.semantics.value_exec import Executor, Unsupported
 from tilesafe.semantics.value_space import is_block
 from tilesafe.semantics.value_terms import rename, show
 
@@ -113,9 +113,12 @@ def check(a: ir.Kernel, b: ir.Kernel, seed: int = 0) -> Result:
 
 def prove_tensor(a: ir.Kernel, b: ir.Kernel, tensor: str) -> None:
     """Every element of `tensor` gets the same value in A and B, for every size."""
-    wa, wb = execute(a, 0), execute(b, 1)
-    pa = valueflow.Prover(a, wa, (a, b))
-    pb = valueflow.Prover(b, wb, (a, b), first_ns=1 << 20, ctx=pa.ctx)
+    ea, eb = Executor(a, 0), Executor(b, 1)
+    wa, wb = ea.run(), eb.run()
+    pa = valueflow.Prover(a, wa, (a, b), arrivals=ea.arrivals,
+                          phases=sync_counts.phase_members(ea.named_uses))
+    pb = valueflow.Prover(b, wb, (a, b), first_ns=1 << 20, ctx=pa.ctx, arrivals=eb.arrivals,
+                          phases=sync_counts.phase_members(eb.named_uses))
     outs_a = [w for w in wa if w.space is ir.Space.GLOBAL and w.target == tensor]
     outs_b = [w for w in wb if w.space is ir.Space.GLOBAL and w.target == tensor]
     if not outs_a or not outs_b:

@@ -278,6 +278,23 @@ def test_equiv_proves_a_retiled_transpose(tmp_path: Path):
                  str(direct)]) == 0
 
 
+def test_equiv_follows_named_barriers_and_rings():
+    """equiv resolves shared reads with the same rules as the value proof: a named-barrier
+    hand-off (named_handoff) and a TMA ring (pipeline2) against themselves with an operand
+    order or a statement order changed are proved the same."""
+    from tilesafe.frontend.load import compile_source
+    from tilesafe.semantics import equiv
+
+    text = (ROOT / "corpus" / "good" / "named_handoff.tsk").read_text()
+    a = compile_source(text, "a.tsk").kernels[0]
+    b = compile_source(text.replace("2.0 * buf[thread - 128]", "buf[thread - 128] * 2.0"),
+                       "b.tsk").kernels[0]
+    assert equiv.check(a, b).verdict == "proved"
+    ring = (ROOT / "corpus" / "good" / "pipeline2.tsk").read_text()
+    c = compile_source(ring, "c.tsk").kernels[0]
+    assert equiv.check(c, c).verdict == "proved"
+
+
 def test_equiv_distinguishing_input_replays(tmp_path: Path):
     import io
     import json
