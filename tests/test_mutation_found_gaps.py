@@ -201,6 +201,7 @@ def test_layout_checker_budget_method_and_capacity_gate():
     assert "clobber" in alias.message
     fine_inj = next(o for o in obs if " fine " in o.name and "injective" in o.name)
     assert fine_inj.verdict is Verdict.PROVED and fine_inj.code is None
+    assert fine_inj.message == ""  # a proof carries no failure message
     assert fine_inj.method == "isl"  # decided by ISL: no enumeration
     names = [o.name for o in obs]
     assert not any("shared memory" in n for n in names)  # `below` maps under its base
