@@ -55,6 +55,9 @@ class Compare:
         on the way is the identity)."""
         if ctx.is_empty():
             return
+        if top and not self.out_dtype.is_float:
+            bits = 8 * self.out_dtype.nbytes
+            k, s = _unwrapped(k, bits), _unwrapped(s, bits)
         if isinstance(k, Choice):
             for link, v in k.options:
                 self.equal(v, s, ctx & self.s.link(link), top)
@@ -342,3 +345,21 @@ def _exact_in(t: Term, dtype: ir.DType, kernel: ir.Kernel) -> bool:
 def _neg(e: ir.Expr) -> ir.Expr:
     return ir.UnOp(e.span, ir.ScalarType.BOOL, "!", e)
 
+
+_RING = ("int.add", "int.sub", "int.mul", "int.neg")
+
+
+def _unwrapped(t: Term, bits: int) -> Term:
+    """t with the integer wraps inside a tree of +, -, * removed where they are at least
+    `bits` wide: an output stored into `bits` bits is the same modulo 2^bits whether the
+    operands wrapped at 2^32 (or 2^bits) on the way or not (those operations are ring
+    homomorphisms modulo 2^n). Division, min, max and comparisons stop it."""
+    if isinstance(t, Round) and not t.dtype.is_float and 8 * t.dtype.nbytes >= bits:
+        return _unwrapped(t.arg, bits)
+    if isinstance(t, Op) and t.name in _RING:
+        return Op(t.name, tuple(_unwrapped(a, bits) for a in t.args))
+    if isinstance(t, Choice):
+        return Choice(t.buffer, tuple((lk, _unwrapped(v, bits)) for lk, v in t.options))
+    if isinstance(t, Ite):
+        return Ite(t.cond, t.inst, _unwrapped(t.then, bits), _unwrapped(t.orelse, bits))
+    return t

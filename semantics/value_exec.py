@@ -170,7 +170,7 @@ class Executor:
             for ch in [ch for ch in ctx.split if sc.per_pass((s,), ch) != 0]:
                 del ctx.split[ch]
         if isinstance(s, ir.Let):
-            if s.value.type is INT:
+            if s.value.type is INT and not _reads_memory(s.value):
                 ctx.lets[s.uid] = s.value
             else:
                 ctx.vals[s.uid] = self.value(s.value, ctx)
@@ -325,9 +325,11 @@ class Executor:
         if e.type is INT:
             if any(isinstance(n, ir.LocalRef) and n.mutable for n in ir_walk.subexprs(e)):
                 raise Unsupported(f"the integer variable in '{_short(e)}' is mutable")
-            if any(isinstance(n, ir.Load) for n in ir_walk.subexprs(e)):
-                raise Unsupported("an integer value read from memory")
-            return IntV(e, ctx.inst())
+            if not (_reads_memory(e) or any(isinstance(n, ir.LocalRef) and n.uid in ctx.vals
+                                            for n in ir_walk.subexprs(e))):
+                return IntV(e, ctx.inst())
+            # an integer computed from memory: a term of loads and integer operations, as
+            # below for floats (the language's integers are exact; a store wraps)
         if isinstance(e, ir.FloatConst):
             return lit(e.value)
         if isinstance(e, ir.Load):
@@ -369,7 +371,7 @@ def _rounded(dtype: ir.DType | None, value: Term) -> Term:
     if dtype in (ir.DType.F16, ir.DType.BF16):
         return Round(dtype, value)
     if dtype in (ir.DType.I32, ir.DType.U8):
-        raise Unsupported(f"values stored as {dtype.value} (integer wrap-around)")
+        return Round(dtype, value)  # wraps into the integer type, as the store does
     return value
 
 
@@ -435,6 +437,10 @@ def _in_bounds(idx: tuple[ir.Expr, ...], shape: tuple[ir.Expr, ...], span) -> ir
         cond = c if cond is None else ir.BinOp(span, BOOL, "&&", cond, c)
     assert cond is not None
     return cond
+
+
+def _reads_memory(e: ir.Expr) -> bool:
+    return any(isinstance(n, ir.Load) for n in ir_walk.subexprs(e))
 
 
 def _short(e: ir.Expr) -> str:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from tilesafe.frontend import ir
+from tilesafe.frontend import walk as ir_walk
 from tilesafe.frontend.fmt import without_spans
 from tilesafe.semantics import evaluate, sync_counts, value_rings
 from tilesafe.semantics.value_compare import Compare
@@ -352,7 +353,8 @@ def spec_term(spec: ir.Ensures, kernel: ir.Kernel) -> tuple[Inst, Term]:
 
 
 def _spec_value(e: ir.Expr, inst: Inst) -> Term:
-    if e.type is ir.ScalarType.INT:
+    if e.type is ir.ScalarType.INT and not any(isinstance(n, ir.Load)
+                                               for n in ir_walk.subexprs(e)):
         return IntV(e, inst)
     if isinstance(e, ir.FloatConst):
         return lit(e.value)
