@@ -10,8 +10,9 @@ Verdicts, per clause:
   arrived; `tilesafe run` on those sizes with that seed replays it;
 * proved -- for every size; the proof relies on facts the other checkers prove (each
   element of the output written exactly once, TS211/TS212; no shared read of unwritten
-  memory and no race, TS302-TS306; the TMA arrangement equals the buffer layout, TS520),
-  so it holds when they are proved too, which `verify` requires anyway;
+  memory and no race, TS302-TS306; the TMA arrangement equals the buffer layout, TS520;
+  mbarrier phases and byte counts, TS404/TS407; no named barrier arrived at twice in one
+  phase, TS412), so it holds when they are proved too, which `verify` requires anyway;
 * unknown (TS890, a warning) -- the launches agreed but the value flow is outside what the
   prover handles (the reason says where); the evidence lists the launches checked.
 """
@@ -33,7 +34,9 @@ CHECKER = "value"
 NOT_PROVED = "TS890"
 DEPENDS_ON = ("TS211/TS212 every output element written exactly once (access)",
               "TS302-TS306 no race, no read of unwritten shared memory (ownership)",
-              "TS520 TMA arrangement equals the buffer layout (tma)")
+              "TS520 TMA arrangement equals the buffer layout (tma)",
+              "TS404/TS407 each wait waits for its phase, byte counts match (barrier)",
+              "TS412 no class arrives twice in one phase of a named barrier (barrier)")
 
 
 def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:
