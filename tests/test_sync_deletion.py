@@ -1,8 +1,9 @@
-"""Never a false "proved": delete each `sync`, `wait`, `arrive` and `fence` of each good
-kernel in turn. The temporal checkers must refute the mutant, or -- when they prove it --
-the deletion must be harmless: the reference interpreter gives the reference output under
-many schedules (uniform random and adversarial PCT). An UNKNOWN is allowed (it claims
-nothing) but is collected, so a regression that turns refutations into unknowns shows.
+"""Never a false "proved": delete each `sync`, `bar_sync`/`bar_arrive`, `wait`, `arrive`
+and `fence` of each good kernel in turn. The temporal checkers must refute the mutant, or
+-- when they prove it -- the deletion must be harmless: the reference interpreter gives the
+reference output under many schedules (uniform random and adversarial PCT). An UNKNOWN is
+allowed (it claims nothing) but is collected, so a regression that turns refutations into
+unknowns shows.
 
 Why: a deleted `sync` between a class's writes and its reads of other threads' elements
 used to verify (the lockstep class hid the race, issue 8); this sweep checks every such
@@ -32,7 +33,7 @@ from tilesafe.semantics.interp import random_inputs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = sorted((ROOT / "corpus" / "good").glob("*.tsk"))
-KINDS = (ir.Sync, ir.Wait, ir.Arrive, ir.Fence)
+KINDS = (ir.Sync, ir.NamedBar, ir.Wait, ir.Arrive, ir.Fence)
 OPTS = CheckOptions()
 SEEDS = range(4)
 
