@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from tilesafe.frontend import ir, walk
 from tilesafe.frontend.ir_build import add as _add
+from tilesafe.frontend.ir_build import call as _call
 from tilesafe.frontend.ir_build import const as _int
 from tilesafe.frontend.ir_build import floordiv as _div
 from tilesafe.frontend.ir_build import mul as _mul
@@ -107,8 +108,8 @@ def entering_iteration(entry: ir.Expr, loop: ir.For, per: PerIteration) -> ir.Ex
 
 def after_loop(entry: ir.Expr, loop: ir.For, per: PerIteration) -> ir.Expr:
     span = loop.span
-    trips = ir.Call(span, INT, "max", (_int(0, span), _div(_add(_sub(
-        loop.hi, loop.lo), _int(loop.step - 1, span)), loop.step)))
+    trips = _call("max", _int(0, span), _div(_add(_sub(
+        loop.hi, loop.lo), _int(loop.step - 1, span)), loop.step))
     out = _add(entry, _mul(trips, per.fixed)) if per.fixed else entry
     for v, iv in per.guarded:
         out = _add(out, _mul(_overlap(loop.lo, loop.hi, iv), v))
@@ -160,15 +161,15 @@ def interval(cond: ir.Expr, uid: int) -> Interval | None:
 
 def _overlap(lo: ir.Expr, hi: ir.Expr, iv: Interval) -> ir.Expr:
     """|[lo, hi) ∩ [iv.lo, iv.hi)|: how many integers of a step-1 range the interval keeps."""
-    a = lo if iv.lo is None else ir.Call(lo.span, INT, "max", (lo, iv.lo))
-    b = hi if iv.hi is None else ir.Call(hi.span, INT, "min", (hi, iv.hi))
-    return ir.Call(lo.span, INT, "max", (_int(0, lo.span), _sub(b, a)))
+    a = lo if iv.lo is None else _call("max", lo, iv.lo)
+    b = hi if iv.hi is None else _call("min", hi, iv.hi)
+    return _call("max", _int(0, lo.span), _sub(b, a))
 
 
 def _pick(func: str, a: ir.Expr | None, b: ir.Expr | None) -> ir.Expr | None:
     if a is None or b is None:
         return a if b is None else b
-    return ir.Call(a.span, INT, func, (a, b))
+    return _call(func, a, b)
 
 
 def _is_var(e: ir.Expr, uid: int) -> bool:
