@@ -860,13 +860,20 @@ ENUMERATION_LIMIT = 1 << 14
 
 def _or_enumerated(res: Result, m: object, domain: object, codomain: object) -> Result:
     """An ISL answer, or -- when ISL ran out of budget on a small concrete layout (a realised
-    buffer: integer shape, an `offset` per coordinate, no parameters) -- the same property
+    buffer: integer shape, an `offset` per coordinate, no parameters; or a CuTe layout of
+    integer shape, one coordinate per top-level mode, as its ISL map) -- the same property
     decided by enumerating its coordinates (`enumerated`). XOR-heavy F2 bases can exhaust
     ISL's subtract on 32 elements; enumeration is exact there."""
     if not res.unknown or domain is not None:
         return res
     shape = getattr(m, "shape", None)
     offset = getattr(m, "offset", None)
+    if isinstance(m, (Layout, ComposedLayout)):  # a CuTe layout: one coordinate per mode
+        inner = m.layout if isinstance(m, ComposedLayout) else m
+        if not all(isinstance(x, int) for x in flatten(inner.shape)):
+            return res
+        shape = tuple(mode.size() for mode in inner.modes())
+        offset = m
     if not (isinstance(shape, tuple) and shape and callable(offset)
             and all(isinstance(e, int) and e > 0 for e in shape)
             and math.prod(shape) <= ENUMERATION_LIMIT):

@@ -178,6 +178,10 @@ def swizzled(draw: st.DrawFn) -> ComposedLayout:
 # Found by hypothesis: every stride 0, so 128 coordinates meet one offset; coverage ran out
 # of ISL's budget until counting refuted it structurally (a mode of extent > 1, stride 0).
 @example(ComposedLayout(Swizzle(2, 2, -2), Layout(((1, 4), 2, (4, 4)), ((0, 0), 0, (0, 0)))))
+# Found by hypothesis (2026-11-26): coverage of 128 coordinates ran out of ISL's budget in
+# its subtract; the enumeration fallback now takes CuTe layouts too (one coordinate a mode).
+@example(ComposedLayout(Swizzle(2, 2, -2), Layout(((2, 4), (1, 4, 1), 4),
+                                                  ((1, 1), (0, 1, 0), 1))))
 def test_swizzled_against_enumeration(cl: ComposedLayout) -> None:
     m = LI.to_isl(cl)
     coords, f = mode_coords(cl), cute_fn(cl)
@@ -393,10 +397,16 @@ def test_different_swizzles_are_not_equivalent() -> None:
 
 
 def test_budget_exhaustion_is_unknown_not_an_exception() -> None:
-    cl = ComposedLayout(Swizzle(3, 3, 3), Layout((64, 64), (64, 1)))
-    res = LI.injective(cl, max_ops=200)
+    """Past ISL's budget: a layout small enough to enumerate is decided by enumeration, a
+    larger one is unknown; neither raises, and the context is usable again afterwards."""
+    big = ComposedLayout(Swizzle(3, 3, 3), Layout((256, 256), (256, 1)))
+    assert 256 * 256 > LI.ENUMERATION_LIMIT
+    res = LI.injective(big, max_ops=200)
     assert res.unknown and not res.ok and "isl" in res.reason
-    assert LI.injective(cl).ok  # the context is usable again afterwards
+    small = ComposedLayout(Swizzle(3, 3, 3), Layout((64, 64), (64, 1)))
+    res = LI.injective(small, max_ops=200)
+    assert res.ok and res.evidence["method"].startswith("enumeration of 4096 coordinates")
+    assert LI.injective(small).ok
 
 
 def test_equivalence_on_a_subdomain_and_arity_mismatch() -> None:
