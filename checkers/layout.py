@@ -45,13 +45,13 @@ def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:
         max_ops = isl_budget(options.timeout_ms)
         inj = LI.injective(real, max_ops=max_ops)
         if inj.unknown:
-            inj = LI.enumerated("injective", buf.shape, _all_offsets(buf), inj.reason,
+            inj = LI.enumerated("injective", buf.shape, _all_offsets(real), inj.reason,
                                 inj.seconds)
         out.append(_obligation(kernel, buf, "injective (no aliasing)", inj, "TS101", setup,
                                _alias_message(buf, inj.witness)))
         low = LI.in_bounds(real, lo=0, hi=None, max_ops=max_ops)
         if low.unknown:
-            low = LI.enumerated("in_bounds", buf.shape, _all_offsets(buf), low.reason,
+            low = LI.enumerated("in_bounds", buf.shape, _all_offsets(real), low.reason,
                                 low.seconds)
         out.append(_obligation(kernel, buf, "offsets non-negative", low, "TS102", setup,
                                _below_message(buf, low.witness)))
@@ -67,11 +67,10 @@ def isl_budget(timeout_ms: int) -> int:
     return min(ISL_OPS_BEFORE_FALLBACK, max(1000, timeout_ms * OPS_PER_MS))
 
 
-def _all_offsets(buf: ir.SharedBuffer) -> np.ndarray:
-    """Every logical coordinate's element offset, negative ones included. (The
-    interpreter's table, smem.realize_offsets, raises on a negative offset -- which is what
-    the fallback of the non-negativity proof must report, not crash on.)"""
-    real = layouts.realize(buf.layout, buf.shape, buf.dtype.nbytes)
+def _all_offsets(real: layouts.RealLayout) -> np.ndarray:
+    """Every logical coordinate's element offset of a realised layout, negative ones
+    included. (The interpreter's table, smem.realize_offsets, raises on a negative offset --
+    which is what the fallback of the non-negativity proof must report, not crash on.)"""
     return np.asarray([int(o) for o in layouts.flat_offsets(real)], dtype=np.int64)
 
 

@@ -25,6 +25,7 @@ from tilesafe.frontend.ir_build import const as _int
 from tilesafe.frontend.ir_build import floordiv as _div
 from tilesafe.frontend.ir_build import mul as _mul
 from tilesafe.frontend.ir_build import sub as _sub
+from tilesafe.semantics.value_terms import Inst
 
 INT, BOOL = ir.ScalarType.INT, ir.ScalarType.BOOL
 SYNC = "sync"
@@ -83,13 +84,14 @@ class PerIteration:
 def per_iteration(loop: ir.For, channel: Channel) -> PerIteration | None:
     fixed, guarded = 0, []
     for s in loop.body:
-        if isinstance(s, ir.If) and (per_pass(s.then, channel) != 0
-                                     or per_pass(s.orelse, channel) != 0):
-            v, iv = per_pass(s.then, channel), interval(s.cond, loop.var.uid)
-            if v is None or iv is None or per_pass(s.orelse, channel) != 0 or loop.step != 1:
-                return None
-            guarded.append((v, iv))
-            continue
+        if isinstance(s, ir.If):
+            v, w = per_pass(s.then, channel), per_pass(s.orelse, channel)
+            if v != 0 or w != 0:
+                iv = interval(s.cond, loop.var.uid)
+                if v is None or iv is None or w != 0 or loop.step != 1:
+                    return None
+                guarded.append((v, iv))
+                continue
         n = per_pass((s,), channel)
         if n is None:
             return None
@@ -195,14 +197,14 @@ class Member:
     waits: bool
 
 
-def phase_members(uses: list[tuple[ir.NamedBar, object]]) -> dict[int, tuple[Member, ...]]:
+def phase_members(uses: list[tuple[ir.NamedBar, Inst]]) -> dict[int, tuple[Member, ...]]:
     """The named barriers whose n-th phase is made of the n-th participation of every thread
     that uses it, with those threads. That holds when the using thread ranges are disjoint,
     add up to the barrier's count, and no range arrives twice in one phase (the barrier
     checker's TS412, which a verified kernel has proved): a phase then needs every range
     once. Uses under an `elect` or a condition on the thread would break the first two, so
     such a barrier is left out (its ordering is not used, never assumed)."""
-    by_id: dict[int, list[tuple[ir.NamedBar, object]]] = {}
+    by_id: dict[int, list[tuple[ir.NamedBar, Inst]]] = {}
     for bar, inst in uses:
         by_id.setdefault(bar.bar_id, []).append((bar, inst))
     out: dict[int, tuple[Member, ...]] = {}
@@ -210,9 +212,9 @@ def phase_members(uses: list[tuple[ir.NamedBar, object]]) -> dict[int, tuple[Mem
         ranges: dict[tuple[int, int], bool] = {}
         ok = len({bar.count for bar, _ in group}) == 1
         for bar, inst in group:
-            if inst.elect or any(_thread_dependent(g) for g in inst.guards):  # type: ignore[attr-defined]
+            if inst.elect or any(_thread_dependent(g) for g in inst.guards):
                 ok = False
-            key = (inst.thread_lo, inst.thread_hi)  # type: ignore[attr-defined]
+            key = (inst.thread_lo, inst.thread_hi)
             ranges[key] = ranges.get(key, True) and not bar.arrive
         spans = sorted(ranges)
         if any(a[1] > b[0] for a, b in zip(spans, spans[1:], strict=False)):

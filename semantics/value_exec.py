@@ -105,8 +105,8 @@ class _Ctx:
     waits: dict[str, tuple[ir.Expr | None, Inst]] = field(default_factory=dict)
 
     def inst(self, extra_guards: tuple[ir.Expr, ...] = ()) -> Inst:
-        named = tuple((ch, e) for ch, e in sorted(
-            (c, e) for c, e in self.counts.items() if c != sc.SYNC))
+        named = tuple(sorted(((c, e) for c, e in self.counts.items() if c != sc.SYNC),
+                             key=lambda ce: ce[0]))
         return Inst(0, self.thread_lo, self.thread_hi, self.elect, self.loops,
                     self.guards + extra_guards, tuple(sorted(self.lets.items())),
                     self.counts.get(sc.SYNC), self.sched + (_int(self.pos, None),),
@@ -440,7 +440,7 @@ def _in_bounds(idx: tuple[ir.Expr, ...], shape: tuple[ir.Expr, ...], span) -> ir
 
 
 def _reads_memory(e: ir.Expr) -> bool:
-    return any(isinstance(n, ir.Load) for n in ir_walk.subexprs(e))
+    return next(ir_walk.loads(e), None) is not None
 
 
 def _short(e: ir.Expr) -> str:

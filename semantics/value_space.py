@@ -156,6 +156,26 @@ class ValueSpace:
                                   f"[{', '.join(self.names)}] }}")
         return self.universe() & small.align_params(m.get_space().params()).apply(m)
 
+    def text(self, s: isl.Set, over: list[Inst]) -> str | None:
+        """s projected onto the block coordinates and those of `over`, as the `[names]|set`
+        text `embed` reads back (a link's order); None when it is empty."""
+        keep = [n for n in self.names if is_block(n)]
+        for inst in over:
+            keep += self.inst_dims(inst)
+        for name in reversed(self.names):
+            if name not in keep:
+                s = s.project_out(isl.dim_type.set, self.names.index(name), 1)
+        s = s.coalesce()
+        return None if s.is_empty() else f"{keep}|{s}"
+
+    def unordered(self, a: Inst, a_idx: tuple[ir.Expr, ...], b: Inst,
+                  b_idx: tuple[ir.Expr, ...]) -> isl.Set:
+        """The instance pairs of a and b touching one element that happens-before orders in
+        neither direction (one statement instance, `x[i] = x[i] + ..`, counts as ordered)."""
+        s = self.domain(a) & self.same_element(a, a_idx, b, b_idx)
+        s = s.subtract(self.hb(a, b)).subtract(self.hb(b, a))
+        return s.subtract(self.same_instance(a, b))
+
     def hb(self, a: Inst, b: Inst) -> isl.Set:
         """a happens before b by program order (same thread), by a `sync` between them
         (a's epoch is smaller), or by a named barrier: a's thread takes part in the phase

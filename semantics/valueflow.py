@@ -194,8 +194,9 @@ class Prover:
         read. That needs every write of the element ordered with the read (check_ordered)
         and with each other (a step's read then sees the write just before it, and no step
         is lost): both proved here, for every size, by ISL."""
-        steps = [w for w in writers if _step_body(w) is not None]
-        plain = [w for w in writers if _step_body(w) is None]
+        bodies = [(w, _step_body(w)) for w in writers]
+        steps = [(w, body) for w, body in bodies if body is not None]
+        plain = [w for w, body in bodies if body is None]
         if any(w.tma is not None for w in writers) or not plain:
             raise NotProved(multi_writer(t.buffer) + "; as an accumulation: "
                             + ("a TMA load writes it" if plain else
@@ -212,13 +213,11 @@ class Prover:
             link0 = Link(t.inst, t.indices, w0i, w0.indices, order)
             init = self.resolve(rename(w0.value, map0), depth + 1)
             step_opts = []
-            for u in steps:
+            for u, body in steps:
                 mapu = self.fresh_ns_map()
                 ui = u.inst.renamed(mapu(u.inst.ns))
                 window = self.window(link0, ui, u.indices)
                 if window is not None:
-                    body = _step_body(u)
-                    assert body is not None
                     step_opts.append((Link(t.inst, t.indices, ui, u.indices, window),
                                       self.resolve(rename(body, mapu), depth + 1)))
             options.append((link0, init, tuple(step_opts)))
@@ -233,14 +232,7 @@ class Prover:
         s = space.link(link0) & space.same_element(link0.reader, link0.reader_idx, step,
                                                    step_idx)
         s = s & space.hb(link0.writer, step) & space.hb(step, link0.reader)
-        keep = [n for n in space.names if is_block(n)]
-        keep += space.inst_dims(link0.reader) + space.inst_dims(link0.writer)
-        keep += space.inst_dims(step)
-        for name in reversed(space.names):
-            if name not in keep:
-                s = s.project_out(isl.dim_type.set, space.names.index(name), 1)
-        s = s.coalesce()
-        return None if s.is_empty() else f"{keep}|{s}"
+        return space.text(s, [link0.reader, link0.writer, step])
 
     def check_writes_ordered(self, buffer: str, writers: list[Write]) -> None:
         """Any two instances writing one element are ordered, one before the other."""
@@ -248,9 +240,7 @@ class Prover:
             wa, wb = writers[a], writers[b]
             ia, ib = wa.inst.renamed(-5), wb.inst.renamed(-6)
             space = self.space([ia, ib])
-            s = space.domain(ia) & space.same_element(ia, wa.indices, ib, wb.indices)
-            s = s.subtract(space.hb(ia, ib)).subtract(space.hb(ib, ia))
-            s = s.subtract(space.same_instance(ia, ib))
+            s = space.unordered(ia, wa.indices, ib, wb.indices)
             if not s.is_empty():
                 raise NotProved(multi_writer(buffer) + "; as an accumulation: two writes of "
                                 "one element are not ordered", space.point(s))
@@ -264,11 +254,7 @@ class Prover:
         for w in writers:
             r, wi = read.inst.renamed(-3), w.inst.renamed(-4)
             space = self.space([r, wi])
-            s = space.domain(r) & space.domain(wi)
-            for x, y in zip(read.indices, w.indices, strict=True):
-                s = s & space.term(x, r).eq_set(space.term(y, wi))
-            s = s.subtract(space.hb(wi, r)).subtract(space.hb(r, wi))
-            s = s.subtract(space.same_instance(r, wi))  # `x[i] = x[i] + ..`: read first
+            s = space.unordered(r, read.indices, wi, w.indices)
             if not s.is_empty():
                 raise NotProved(multi_writer(read.buffer) + "; some write of an element it "
                                 "reads is not ordered with the read by program order, a "
@@ -292,13 +278,7 @@ class Prover:
             s = s.subtract(between)
             if s.is_empty():
                 return None
-        keep = [n for n in space.names if is_block(n)]
-        keep += space.inst_dims(link.reader) + space.inst_dims(link.writer)
-        for name in reversed(space.names):
-            if name not in keep:
-                s = s.project_out(isl.dim_type.set, space.names.index(name), 1)
-        s = s.coalesce()
-        return None if s.is_empty() else f"{keep}|{s}"
+        return space.text(s, [link.reader, link.writer])
 
     def is_unique(self, buffer: str, writers: list[Write]) -> bool:
         """At most one instance of all of `buffer`'s writing statements writes each element
@@ -310,9 +290,7 @@ class Prover:
             wa, wb = writers[a], writers[b]
             ia, ib = wa.inst.renamed(-1), wb.inst.renamed(-2)
             space = self.space([ia, ib])
-            s = space.domain(ia) & space.domain(ib)
-            for x, y in zip(wa.indices, wb.indices, strict=True):
-                s = s & space.term(x, ia).eq_set(space.term(y, ib))
+            s = space.domain(ia) & space.same_element(ia, wa.indices, ib, wb.indices)
             if a == b:
                 same = space.universe()
                 for d in space.inst_dims(ia):
@@ -353,8 +331,7 @@ def spec_term(spec: ir.Ensures, kernel: ir.Kernel) -> tuple[Inst, Term]:
 
 
 def _spec_value(e: ir.Expr, inst: Inst) -> Term:
-    if e.type is ir.ScalarType.INT and not any(isinstance(n, ir.Load)
-                                               for n in ir_walk.subexprs(e)):
+    if e.type is ir.ScalarType.INT and next(ir_walk.loads(e), None) is None:
         return IntV(e, inst)
     if isinstance(e, ir.FloatConst):
         return lit(e.value)

@@ -317,7 +317,7 @@ class _Shadow:
             return None
         j = int(np.flatnonzero(unread)[0])
         element = prefix + tuple(int(x) for x in tail[:, j])
-        label = f"{buf.name}[{', '.join(map(str, element))}]"
+        label = fpm.element_label(buf, int(np.ravel_multi_index(element, buf.shape)))
         gidx = [c + int(x) for c, x in zip(coords, box[:, j], strict=True)]
         target = f"{tensor.name}[{', '.join(map(str, gidx))}]"
         return ("TS306", f"the TMA store of {m.agents[a].cls.name} (line {s.span.line}) reads "

@@ -163,7 +163,8 @@ def test_exhaustive_fallback_decides_aliasing_and_negative_offsets():
 
     def decide(prop: str, name: str) -> LI.Result:
         buf = bufs[name]
-        return LI.enumerated(prop, buf.shape, layout._all_offsets(buf), "budget", 0.0)
+        real = layouts.realize(buf.layout, buf.shape, buf.dtype.nbytes)
+        return LI.enumerated(prop, buf.shape, layout._all_offsets(real), "budget", 0.0)
 
     inj = decide("injective", "alias")
     assert inj.verdict == LI.REFUTED
