@@ -1,33 +1,39 @@
 """Value checker: every `ensures` clause holds (docs/semantics.md, "Specifications").
 
-Thin: the refuting half runs the kernel against the spec on small launches
-(semantics/spec_run.py), the proving half compares value terms with ISL for every size
-(semantics/valueflow.py). A kernel without `ensures` gets no obligation from here.
+Thin: the proving half compares value terms with ISL for every size
+(semantics/valueflow.py); only a clause it does not prove is searched for a refuting launch
+(semantics/spec_refute.py: interpreter runs on inputs built to expose value bugs, special
+IEEE values and f16-overflowing integers included). A kernel without `ensures` gets no
+obligation from here.
 
 Verdicts, per clause:
-* refuted (TS801-TS804) -- a launch where an output element differs from the spec, with
-  sizes, seed, the element, what it holds, what the spec asks for and which input element
-  arrived; `tilesafe run` on those sizes with that seed replays it;
 * proved -- for every size; the proof relies on facts the other checkers prove (each
   element of the output written exactly once, TS211/TS212; no shared read of unwritten
   memory and no race, TS302-TS306; the TMA arrangement equals the buffer layout, TS520;
   mbarrier phases and byte counts, TS404/TS407; no named barrier arrived at twice in one
-  phase, TS412), so it holds when they are proved too, which `verify` requires anyway;
-* unknown (TS890, a warning) -- the launches agreed but the value flow is outside what the
-  prover handles (the reason says where); the evidence lists the launches checked.
+  phase, TS412), so it holds when they are proved too, which `verify` requires anyway. The
+  interpreter is not run on a proved clause (the tests cross-check proofs against it);
+* refuted (TS801-TS804) -- a launch where an output element differs from the spec, with
+  sizes, seed, input profile, the element, what it holds, what the spec asks for and which
+  input element arrived; `tilesafe run` on those sizes with that seed replays it;
+* unknown (TS890) -- neither: the reason says where the prover stopped, the evidence lists
+  the launches that agreed. A specification the user wrote and nothing proved is an
+  *error*: a kernel that may be wrong must not pass a gate. `ensures tested ...` accepts a
+  clause checked by testing only, and makes this a warning.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from dataclasses import dataclass
 
 import islpy as isl
 
 from tilesafe.checkers.obligation import Obligation, Severity, Verdict
 from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend import ir
-from tilesafe.semantics import spec_run, valueflow
-from tilesafe.semantics.spec_inputs import MAX_ELEMENTS, _cost
+from tilesafe.semantics import spec_refute, valueflow
 from tilesafe.semantics.value_exec import Unsupported
 
 CHECKER = "value"
@@ -42,64 +48,80 @@ DEPENDS_ON = ("TS211/TS212 every output element written exactly once (access)",
 def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:
     if not kernel.ensures:
         return []
+    attempts = [_attempt(kernel, spec) for spec in kernel.ensures]
+    open_ = [i for i, a in enumerate(attempts) if not isinstance(a, valueflow.Proof)]
     start = time.perf_counter()
-    runs = spec_run.check(kernel)
+    outcomes = spec_refute.search(
+        kernel, [kernel.ensures[i] for i in open_],
+        {k: attempts[i].point for k, i in enumerate(open_) if attempts[i].point})
+    share = (time.perf_counter() - start) / max(1, len(open_))
+    found = dict(zip(open_, outcomes, strict=True))
     out = []
-    for spec, run in zip(kernel.ensures, runs, strict=True):
-        out.append(_clause(kernel, spec, run, start))
-        start = time.perf_counter()
+    for i, (spec, attempt) in enumerate(zip(kernel.ensures, attempts, strict=True)):
+        if isinstance(attempt, valueflow.Proof):
+            out.append(_proved(kernel, spec, attempt))
+        else:
+            out.append(_unproved(kernel, spec, attempt, found[i], share))
     return out
 
 
-def _clause(kernel: ir.Kernel, spec: ir.Ensures, run: spec_run.ValueCheck,
-            start: float) -> Obligation:
-    name = f"{kernel.name}: ensures {spec.tensor}"
-    launches = [dict(s) for s in run.runs]
-    if run.mismatch is not None:
-        return _refuted(name, spec, run.mismatch, start, launches)
+@dataclass(frozen=True)
+class _Failure:
+    """Why the proof of one clause stopped, where (an ISL point, when it names one), and
+    how long it took."""
+
+    reason: str
+    point: dict[str, int] | None
+    seconds: float
+
+
+def _attempt(kernel: ir.Kernel, spec: ir.Ensures) -> valueflow.Proof | _Failure:
+    start = time.perf_counter()
     try:
         proof = valueflow.prove(kernel, spec)
     except (valueflow.NotProved, Unsupported, isl.Error, RecursionError) as err:
         reason = getattr(err, "reason", None) or (
             "the prover's ISL operation budget ran out" if "maximal number of operations"
             in str(err) else f"the prover stopped ({type(err).__name__}: {err})")
-        point = getattr(err, "point", None)
-        replay = _replay_point(kernel, point)
-        if replay is not None:
-            return _refuted(name, spec, replay, start, launches)
-        evidence = {"reason": reason, "launches_agreed": launches,
-                    "launches_skipped": list(run.skipped)}
-        if point:
-            evidence["isl_point"] = point
-        return Obligation(
-            CHECKER, name, Verdict.UNKNOWN, "value flow (ISL) + interpreter", spec.span,
-            NOT_PROVED, f"not proved for every size: {reason}; the interpreter agrees with "
-            f"the spec on {len(launches)} launch(es)", Severity.WARNING,
-            time.perf_counter() - start, evidence=evidence)
+        return _Failure(reason, getattr(err, "point", None), time.perf_counter() - start)
+    return dataclasses.replace(proof, seconds=time.perf_counter() - start)
+
+
+def _name(kernel: ir.Kernel, spec: ir.Ensures) -> str:
+    return f"{kernel.name}: ensures {spec.tensor}"
+
+
+def _proved(kernel: ir.Kernel, spec: ir.Ensures, proof: valueflow.Proof) -> Obligation:
     evidence = {"writes_compared": proof.writes, "shared_buffers_resolved":
                 list(proof.buffers), "value_terms": list(proof.terms),
-                "depends_on": list(DEPENDS_ON), "launches_agreed": launches}
-    return Obligation(CHECKER, name, Verdict.PROVED, "value flow (ISL, every size)", spec.span,
-                      seconds=time.perf_counter() - start, evidence=evidence)
+                "depends_on": list(DEPENDS_ON)}
+    return Obligation(CHECKER, _name(kernel, spec), Verdict.PROVED,
+                      "value flow (ISL, every size)", spec.span, seconds=proof.seconds,
+                      evidence=evidence)
 
 
-def _refuted(name: str, spec: ir.Ensures, m: spec_run.Mismatch, start: float,
-             launches: list) -> Obligation:
-    return Obligation(CHECKER, name, Verdict.REFUTED, "interpreter against the spec",
-                      spec.span, m.code, m.describe(), seconds=time.perf_counter() - start,
-                      counterexample=m.as_counterexample(),
-                      evidence={"launches_agreed": launches})
-
-
-def _replay_point(kernel: ir.Kernel, point: dict[str, int] | None
-                  ) -> spec_run.Mismatch | None:
-    """Run the sizes of an ISL point where the value proof failed, if they are small: a
-    mismatch there is a concrete refutation."""
-    if not point:
-        return None
-    sizes = {n: point[n] for n in kernel.sizes if n in point}
-    cost = _cost(kernel, sizes) if len(sizes) == len(kernel.sizes) else None
-    if cost is None or cost[0] > MAX_ELEMENTS:
-        return None
-    found = [r.mismatch for r in spec_run.check(kernel, [sizes]) if r.mismatch is not None]
-    return found[0] if found else None
+def _unproved(kernel: ir.Kernel, spec: ir.Ensures, failure: _Failure,
+              outcome: spec_refute.Outcome, share: float) -> Obligation:
+    seconds = failure.seconds + share
+    m = outcome.mismatch
+    if m is not None:
+        return Obligation(CHECKER, _name(kernel, spec), Verdict.REFUTED,
+                          "interpreter against the spec", spec.span, m.code, m.describe(),
+                          seconds=seconds, counterexample=m.as_counterexample(),
+                          evidence={"launches_agreed": outcome.agreed,
+                                    "proof_stopped": failure.reason})
+    evidence: dict[str, object] = {"reason": failure.reason,
+                                   "launches_agreed": outcome.agreed,
+                                   "launches_skipped": outcome.skipped}
+    if failure.point:
+        evidence["isl_point"] = failure.point
+    profiles = sorted({str(a["inputs"]) for a in outcome.agreed})
+    tested = ("; accepted as tested only (`ensures tested`)" if spec.tested else
+              "; a specification nothing proved fails verification: fix the kernel or the "
+              "spec, or write `ensures tested ...` to accept it checked by testing only")
+    return Obligation(
+        CHECKER, _name(kernel, spec), Verdict.UNKNOWN, "value flow (ISL) + interpreter",
+        spec.span, NOT_PROVED, f"not proved for every size: {failure.reason}; no refuting "
+        f"launch among {len(outcome.agreed)} the interpreter ran (inputs: "
+        f"{', '.join(profiles) or 'none'}){tested}",
+        Severity.WARNING if spec.tested else Severity.ERROR, seconds, evidence=evidence)

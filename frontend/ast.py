@@ -322,6 +322,8 @@ class Ensures:
     tensor: str
     index_vars: tuple[str, ...]
     rhs: Expr
+    modifier: str | None = None  # `ensures tested ...`: the word after `ensures`, if any
+    modifier_span: Span | None = None
 
 
 @dataclass(frozen=True)

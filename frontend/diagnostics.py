@@ -32,6 +32,7 @@ BAD_LAYOUT = "TS030"
 BAD_TENSORMAP = "TS031"
 BAD_THREADS = "TS032"  # role thread range outside the block
 BAD_SPEC = "TS040"  # a malformed `ensures` clause (not an out tensor, shared memory in it, ...)
+SPEC_OUTSIDE = "TS041"  # an `ensures` clause that reads outside a tensor for some size
 
 
 @dataclass(frozen=True)

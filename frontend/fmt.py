@@ -314,7 +314,8 @@ class _Layout:
         self.emit(1, f"grid {grid} block {format_expr(k.block_dim)}", _start(k.grid[0].span),
                   _end(k.block_dim.span), blank_ok=False)
         for c in k.ensures:
-            self.emit(1, f"ensures {c.tensor}[{', '.join(c.index_vars)}] == "
+            tested = f"{c.modifier} " if c.modifier else ""
+            self.emit(1, f"ensures {tested}{c.tensor}[{', '.join(c.index_vars)}] == "
                       f"{format_expr(c.rhs)}", _start(c.span), _end(c.span), blank_ok=False)
         body = k.body
         self.emit(0, "{", _start(body.span), (body.span.line, body.span.col + 1),

@@ -510,12 +510,17 @@ class Barrier:
 class Ensures:
     """`ensures out[i, j] == rhs`: after the launch, for every size `where` allows and every
     index (i, j) of `out`, the element holds rhs rounded to out's dtype. The index variables
-    are LoopVars bound over out's shape (docs/semantics.md, "Specifications")."""
+    are LoopVars bound over out's shape (docs/semantics.md, "Specifications").
+
+    `tested`: the author accepts the clause being checked by testing only (`ensures tested
+    ...`): a refutation still fails verification, but a clause the value checker cannot prove
+    for every size is a warning instead of an error."""
 
     span: Span
     tensor: str
     index_vars: tuple[LoopVar, ...]
     rhs: Expr
+    tested: bool = False
 
 
 @dataclass(frozen=True)

@@ -266,9 +266,11 @@ class _ToAst(Transformer):
                           launch[1], launch[2], body, ensures)
 
     def ensures_clause(self, meta, items):
-        name, *rest = items
+        modifier, name, *rest = items
         rhs = rest[-1]
-        return ast.Ensures(self._s(meta), str(name), tuple(str(v) for v in rest[:-1]), rhs)
+        return ast.Ensures(self._s(meta), str(name), tuple(str(v) for v in rest[:-1]), rhs,
+                           None if modifier is None else str(modifier),
+                           None if modifier is None else _tok_span(self.path, modifier))
 
     def param(self, meta, items):
         name, *rest = items

@@ -185,6 +185,12 @@ class _KernelResolver:
             if not kernel.tensor(c.tensor).role.written:
                 self.error(dg.BAD_SPEC, f"'ensures' specifies '{c.tensor}', which the kernel "
                            "never writes", c.span)
+            for load in walk.loads(c.rhs):
+                if kernel.tensor(load.tensor).role is ir.ParamRole.OUT:
+                    self.error(dg.BAD_SPEC, f"'ensures' reads '{load.tensor}', an 'out' "
+                               "tensor: its contents before the launch are undefined",
+                               load.span, "read inputs only (an 'inout' tensor's value "
+                               "before the launch is allowed)")
         return None if self.diags else kernel
 
     # ---- specifications --------------------------------------------------------------------
@@ -195,6 +201,11 @@ class _KernelResolver:
         a gather through an index tensor is a spec, not an access the checkers bound) and
         `sum`/`sum_seq`; not shared memory, thread or block indices, or locals, which have no
         meaning after the launch."""
+        if c.modifier is not None and c.modifier != "tested":
+            self.error(dg.BAD_SPEC, f"unknown 'ensures' modifier '{c.modifier}'",
+                       c.modifier_span or c.span, "the only modifier is 'tested' (accept a "
+                       "clause checked by testing only)")
+            return None
         tensor = self.tensors.get(c.tensor)
         if tensor is None:
             if self.taken(c.tensor):
@@ -233,7 +244,7 @@ class _KernelResolver:
             self.error(dg.DTYPE_MISMATCH, "the right-hand side of 'ensures' must be a number",
                        c.rhs.span)
             return None
-        return ir.Ensures(c.span, c.tensor, tuple(loop_vars), rhs)
+        return ir.Ensures(c.span, c.tensor, tuple(loop_vars), rhs, c.modifier == "tested")
 
     def spec_expr(self, e: ast.Expr) -> ir.Expr:
         """An expression of a spec: the ordinary rules, minus what has no meaning after the

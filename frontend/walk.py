@@ -53,20 +53,27 @@ def own_exprs(s: ir.Stmt) -> Iterator[ir.Expr]:
         yield from s.coords
 
 
-def subexprs(e: ir.Expr) -> Iterator[ir.Expr]:
-    """`e` and every expression inside it, pre-order."""
-    yield e
+def operands(e: ir.Expr) -> tuple[ir.Expr, ...]:
+    """The direct sub-expressions of `e` (a load's indices, an operator's operands, a sum's
+    bounds and body): the one definition of an expression's children."""
     if isinstance(e, ir.Load):
-        for i in e.indices:
-            yield from subexprs(i)
-    elif isinstance(e, ir.BinOp):
-        yield from subexprs(e.lhs)
-        yield from subexprs(e.rhs)
-    elif isinstance(e, ir.UnOp):
-        yield from subexprs(e.operand)
-    elif isinstance(e, ir.Call):
-        for a in e.args:
-            yield from subexprs(a)
+        return tuple(e.indices)
+    if isinstance(e, ir.BinOp):
+        return (e.lhs, e.rhs)
+    if isinstance(e, ir.UnOp):
+        return (e.operand,)
+    if isinstance(e, ir.Call):
+        return tuple(e.args)
+    if isinstance(e, ir.Reduce):
+        return (e.lo, e.hi, e.body)
+    return ()
+
+
+def subexprs(e: ir.Expr) -> Iterator[ir.Expr]:
+    """`e` and every expression inside it, pre-order (into the bodies of spec sums too)."""
+    yield e
+    for child in operands(e):
+        yield from subexprs(child)
 
 
 def loads(e: ir.Expr) -> Iterator[ir.Load]:

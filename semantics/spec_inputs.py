@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
+from enum import Enum
 
 import numpy as np
 
@@ -59,10 +60,61 @@ def small_integers(n: int, rng: np.random.Generator) -> np.ndarray:
     return v.astype(np.float32)
 
 
+class Profile(str, Enum):
+    """Which values the float inputs of a launch get.
+
+    PLAIN    distinct values (or small integers for order-free sums): moved-element and
+             arithmetic bugs on ordinary data;
+    SPECIAL  the same, with about one element in eight replaced by a special value of the
+             IEEE formats: +-inf, NaN, +-0, and (for specs without an order-free sum) the
+             smallest subnormal and the largest finite value of the dtype -- a spec term like
+             `x * 0.0` or a missing NaN guard differs only there;
+    WIDE     small integers times 2^12 (exact in every float dtype, and so are their sums
+             and products in f32) whose sums overflow f16: an accumulator narrower than the
+             spec's f32 differs only there.
+
+    SPECIAL and WIDE keep every result independent of the summation order for order-free
+    sums (ints, infinities and NaN add the same in any order; -0 and subnormals, whose
+    sums depend on the order, are left out there), so a kernel whose reduction order differs
+    from the spec's sequential one is never refuted by them."""
+
+    PLAIN = "plain"
+    SPECIAL = "special"
+    WIDE = "wide"
+
+
+_SPECIALS_EXACT = (np.inf, -np.inf, np.nan, 0.0)
+_LARGEST = {ir.DType.F16: 65504.0, ir.DType.BF16: 3.3895313892515355e38,
+            ir.DType.F32: float(np.finfo(np.float32).max)}
+_TINIEST = {ir.DType.F16: 2.0 ** -24, ir.DType.BF16: 2.0 ** -133, ir.DType.F32: 2.0 ** -149}
+
+
+def special_values(dtype: ir.DType, exact: bool) -> tuple[float, ...]:
+    """The special values SPECIAL draws from for one dtype (see Profile)."""
+    if exact:
+        return _SPECIALS_EXACT
+    big, tiny = _LARGEST[dtype], _TINIEST[dtype]
+    return (*_SPECIALS_EXACT, -0.0, tiny, -tiny, big, -big)
+
+
+def profile_values(dtype: ir.DType, n: int, rng: np.random.Generator, exact: bool,
+                   profile: Profile) -> np.ndarray:
+    """n float32 values for an input of `dtype` under `profile`."""
+    if profile is Profile.WIDE:
+        return small_integers(n, rng) * np.float32(4096.0)
+    vals = small_integers(n, rng) if exact else distinct_floats(dtype, n, rng)
+    if profile is Profile.SPECIAL and n:
+        specials = np.array(special_values(dtype, exact), np.float32)
+        hit = rng.random(n) < 0.125
+        hit[rng.integers(0, n)] = True  # at least one special value per tensor
+        vals = np.where(hit, specials[rng.integers(0, len(specials), size=n)], vals)
+    return vals.astype(np.float32)
+
+
 def value_inputs(kernel: ir.Kernel, sizes: Mapping[str, int], seed: int,
-                 exact: bool) -> dict[str, np.ndarray]:
+                 exact: bool, profile: Profile = Profile.PLAIN) -> dict[str, np.ndarray]:
     """Arrays for every global tensor: outputs poisoned as usual (semantics/interp_io.py),
-    float inputs distinct (or small integers when `exact`)."""
+    float inputs from `profile` (distinct values, or small integers when `exact`)."""
     rng = np.random.default_rng(seed)
     arrays = random_inputs(kernel, sizes, rng)
     for t in kernel.params:
@@ -70,12 +122,12 @@ def value_inputs(kernel: ir.Kernel, sizes: Mapping[str, int], seed: int,
             continue
         shape = arrays[t.name].shape
         n = int(np.prod(shape, dtype=np.int64))
-        vals = small_integers(n, rng) if exact else distinct_floats(t.dtype, n, rng)
-        vals = vals.reshape(shape)
+        vals = profile_values(t.dtype, n, rng, exact, profile).reshape(shape)
         if t.dtype is ir.DType.BF16:
             arrays[t.name] = fp.f32_array_to_bf16(vals)
         else:
-            arrays[t.name] = vals.astype(NUMPY_DTYPE[t.dtype])
+            with np.errstate(over="ignore"):
+                arrays[t.name] = vals.astype(NUMPY_DTYPE[t.dtype])
     return arrays
 
 
@@ -140,4 +192,33 @@ def choose_sizes(kernel: ir.Kernel, k: int = 5) -> list[Sizes]:
     ragged = [f for f in found if any(v % 8 for v in f[2].values())]
     if ragged:
         add(max(ragged, key=lambda f: (sum(v % 8 != 0 for v in f[2].values()), f[1], -f[0])))
+    return picks
+
+
+def more_sizes(kernel: ir.Kernel, seen: list[Sizes], k: int = 6) -> list[Sizes]:
+    """Up to k further small launches, for a clause nothing has proved or refuted yet:
+    every size equal (a transposing spec agrees with a copy only off the diagonal of the
+    sizes), every size distinct and ragged, then the cheapest ones not tried."""
+    names = kernel.sizes
+    found = []
+    for values in itertools.product(CANDIDATE_VALUES, repeat=len(names)):
+        sizes = dict(zip(names, values, strict=True))
+        c = _cost(kernel, sizes)
+        if c is not None and c[0] <= MAX_ELEMENTS and c[1] <= MAX_THREADS and sizes not in seen:
+            found.append((c[0], sizes))
+    found.sort(key=lambda f: (f[0], sorted(f[1].items())))
+    picks: list[Sizes] = []
+
+    def add(sizes: Sizes | None) -> None:
+        if sizes is not None and sizes not in picks and len(picks) < k:
+            picks.append(sizes)
+
+    equal = [f for f in found if len(set(f[1].values())) == 1]
+    add(equal[0][1] if equal else None)
+    add(equal[len(equal) // 2][1] if equal else None)
+    distinct = [f for f in found if len(set(f[1].values())) == len(names)
+                and any(v % 8 for v in f[1].values())]
+    add(distinct[0][1] if distinct else None)
+    for _, sizes in found:
+        add(sizes)
     return picks

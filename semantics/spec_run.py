@@ -23,8 +23,8 @@ from tilesafe.frontend import ir, walk
 from tilesafe.semantics import evaluate, spec_eval
 from tilesafe.semantics.interp import RunResult, run_kernel
 from tilesafe.semantics.interp_error import InterpError
-from tilesafe.semantics.interp_io import tensor_shapes
-from tilesafe.semantics.spec_inputs import choose_sizes, value_inputs
+from tilesafe.semantics.interp_io import as_float, tensor_shapes
+from tilesafe.semantics.spec_inputs import Profile, choose_sizes, value_inputs
 
 MAX_STEPS = 4_000_000
 
@@ -42,6 +42,7 @@ class Mismatch:
     sizes: dict[str, int]
     seed: int
     exact: bool  # inputs were small integers (a spec with an order-free sum)
+    profile: Profile  # which input values (plain, special IEEE values, wide integers)
     tensor: str
     element: tuple[int, ...]
     got: object
@@ -63,8 +64,8 @@ class Mismatch:
         return f"at {sizes}: {at} {what} ({self.mismatches} element(s) differ)"
 
     def as_counterexample(self) -> dict[str, object]:
-        cex = {"sizes": dict(self.sizes), "seed": self.seed, "inputs": (
-            "small integers" if self.exact else "distinct values"),
+        cex = {"sizes": dict(self.sizes), "seed": self.seed, "inputs": _inputs_text(
+            self.exact, self.profile), "profile": self.profile.value,
             "element": f"{self.tensor}[{', '.join(map(str, self.element))}]",
             "got": _plain(self.got), "want": _plain(self.want), "received": self.received,
             "expects": self.expects, "mismatches": self.mismatches}
@@ -81,18 +82,28 @@ class ValueCheck:
 
 
 def check(kernel: ir.Kernel, sizes_list: list[dict[str, int]] | None = None,
-          seed: int = 0) -> list[ValueCheck]:
-    """One ValueCheck per `ensures` clause of `kernel`, from one interpreter run per size."""
-    specs = kernel.ensures
+          seed: int = 0, specs: tuple[ir.Ensures, ...] | None = None,
+          profile: Profile = Profile.PLAIN) -> list[ValueCheck]:
+    """One ValueCheck per clause of `specs` (default: every `ensures` of `kernel`), from one
+    interpreter run per size with inputs of `profile`."""
+    specs = kernel.ensures if specs is None else specs
     if not specs:
         return []
-    exact = any(spec_eval.has_free_sum(s.rhs) for s in specs)
+    with np.errstate(all="ignore"):  # special inputs: inf * 0 is NaN, not a warning
+        return _check(kernel, sizes_list, seed, specs, profile)
+
+
+def _check(kernel: ir.Kernel, sizes_list: list[dict[str, int]] | None, seed: int,
+           specs: tuple[ir.Ensures, ...], profile: Profile) -> list[ValueCheck]:
+    exact = exact_inputs(kernel)
     runs: list[list[dict[str, int]]] = [[] for _ in specs]
     skipped: list[list[str]] = [[] for _ in specs]
     found: list[Mismatch | None] = [None for _ in specs]
     for sizes in (sizes_list if sizes_list is not None else choose_sizes(kernel)):
+        if all(f is not None for f in found):
+            break
         try:
-            arrays = value_inputs(kernel, sizes, seed, exact)
+            arrays = value_inputs(kernel, sizes, seed, exact, profile)
             result = run_kernel(kernel, sizes, arrays, seed=seed, max_steps=MAX_STEPS)
         except InterpError as err:
             for s in skipped:
@@ -108,7 +119,8 @@ def check(kernel: ir.Kernel, sizes_list: list[dict[str, int]] | None = None,
             if found[i] is not None:
                 continue
             try:
-                mismatch = compare(kernel, spec, sizes, seed, exact, arrays, result, shapes)
+                mismatch = compare(kernel, spec, sizes, seed, exact, arrays, result, shapes,
+                                   profile)
             except (spec_eval.SpecOutOfBounds, evaluate.EvalError, ZeroDivisionError,
                     OverflowError) as err:
                 skipped[i].append(f"{_sizes_text(sizes)}: the spec has no value: {err}")
@@ -119,16 +131,23 @@ def check(kernel: ir.Kernel, sizes_list: list[dict[str, int]] | None = None,
                                                                  strict=True)]
 
 
-def replay(kernel: ir.Kernel, sizes: dict[str, int], seed: int, exact: bool
-           ) -> tuple[dict[str, np.ndarray], RunResult]:
+def exact_inputs(kernel: ir.Kernel) -> bool:
+    """Small-integer inputs: a clause has an order-free sum, whose value must not depend on
+    the order the kernel adds in."""
+    return any(spec_eval.has_free_sum(s.rhs) for s in kernel.ensures)
+
+
+def replay(kernel: ir.Kernel, sizes: dict[str, int], seed: int, exact: bool,
+           profile: Profile = Profile.PLAIN) -> tuple[dict[str, np.ndarray], RunResult]:
     """The inputs and the interpreter run a Mismatch came from."""
-    arrays = value_inputs(kernel, sizes, seed, exact)
+    arrays = value_inputs(kernel, sizes, seed, exact, profile)
     return arrays, run_kernel(kernel, sizes, arrays, seed=seed, max_steps=MAX_STEPS)
 
 
 def compare(kernel: ir.Kernel, spec: ir.Ensures, sizes: dict[str, int], seed: int,
             exact: bool, arrays: Mapping[str, np.ndarray], result: RunResult,
-            shapes: Mapping[str, tuple[int, ...]]) -> Mismatch | None:
+            shapes: Mapping[str, tuple[int, ...]], profile: Profile = Profile.PLAIN
+            ) -> Mismatch | None:
     want = spec_eval.expected(kernel, spec, sizes, arrays, shapes)
     got = result.tensors[spec.tensor]
     differ = ~same_bits(got, want)
@@ -142,10 +161,11 @@ def compare(kernel: ir.Kernel, spec: ir.Ensures, sizes: dict[str, int], seed: in
     if load is not None:
         idx = spec_eval.load_index(load, spec, element, sizes)
         expects = f"{load.tensor}[{', '.join(map(str, idx))}]"
-    received = _find_source(kernel, arrays, g) if not exact else None
+    received = (_find_source(kernel, arrays, g)
+                if not exact and profile is Profile.PLAIN else None)
     code = _classify(spec, load, g, w, received, arrays, kernel)
-    return Mismatch(code, dict(sizes), seed, exact, spec.tensor, element, g, w, received,
-                    expects, int(differ.sum()))
+    return Mismatch(code, dict(sizes), seed, exact, profile, spec.tensor, element, g, w,
+                    received, expects, int(differ.sum()))
 
 
 def same_bits(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -190,19 +210,33 @@ def _find_source(kernel: ir.Kernel, arrays: Mapping[str, np.ndarray], value: obj
 def _classify(spec: ir.Ensures, load: ir.Load | None, got: object, want: object,
               received: str | None, arrays: Mapping[str, np.ndarray],
               kernel: ir.Kernel) -> str:
-    fill = isinstance(got, float) and (got != got or got == 0.0)
-    inputs_have_nan = any(np.isnan(arrays[t.name].astype(np.float64)).any()
-                          for t in kernel.params
-                          if t.role is ir.ParamRole.IN and t.dtype is not ir.DType.BF16
-                          and t.dtype.is_float)
-    wanted_fill = isinstance(want, float) and (want != want or want == 0.0)
-    if fill and not wanted_fill and not (got != got and inputs_have_nan):
+    """The kind of value bug (one code, one meaning): a fill value (only a kernel with TMA
+    loads has one: the copy engine's out-of-bounds zero or NaN), a moved element, a sum's
+    contributions, or other arithmetic."""
+    if _fill_arrived(spec, got, want, arrays, kernel):
         return FILL
     if load is not None:
         return MOVED if received is not None else VALUE
     if _has_sum(spec.rhs):
         return SUM
     return VALUE
+
+
+def _fill_arrived(spec: ir.Ensures, got: object, want: object,
+                  arrays: Mapping[str, np.ndarray], kernel: ir.Kernel) -> bool:
+    """Did an out-of-bounds TMA fill arrive where the spec wants data? NaN can only be the
+    NaN fill when no input holds NaN; 0.0 can only be the zero fill when the spec is not a
+    sum (a sum of dropped contributions is 0.0 too, and that is TS803's)."""
+    if not isinstance(got, float) or not any(isinstance(s, ir.TmaLoad)
+                                             for s in walk.statements(kernel.body)):
+        return False
+    if isinstance(want, float) and (want != want or want == 0.0):
+        return False
+    if got != got:
+        return not any(np.isnan(as_float(arrays[t.name], t.dtype)).any()
+                       for t in kernel.params
+                       if t.role.defined_on_entry and t.dtype.is_float)
+    return got == 0.0 and not _has_sum(spec.rhs)
 
 
 def _has_sum(e: ir.Expr) -> bool:
@@ -213,6 +247,15 @@ def _plain(v: object) -> object:
     if isinstance(v, float) and v != v:
         return "NaN"
     return v
+
+
+def _inputs_text(exact: bool, profile: Profile) -> str:
+    base = "small integers" if exact else "distinct values"
+    if profile is Profile.SPECIAL:
+        return f"{base} with special values (inf, NaN, zeros, extremes)"
+    if profile is Profile.WIDE:
+        return "integers times 4096 (their sums overflow f16)"
+    return base
 
 
 def _sizes_text(sizes: Mapping[str, int]) -> str:

@@ -92,6 +92,7 @@ class Proof:
     writes: int  # write statements of the output compared with the spec
     buffers: tuple[str, ...]  # shared buffers proved single-assignment and resolved
     terms: tuple[str, ...]  # the kernel's value terms (shown)
+    seconds: float = 0.0  # how long the proof took (filled in by the caller)
 
 
 def prove(kernel: ir.Kernel, spec: ir.Ensures) -> Proof:

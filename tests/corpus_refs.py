@@ -158,7 +158,7 @@ def ref_row_sum_ilp(s: Sizes, x: Arrays) -> Arrays:
 
 
 def ref_double_f16(s: Sizes, x: Arrays) -> Arrays:
-    """persistent_tma_store: dst = f16(2 * f32(src))."""
+    """persistent_tma_store, persistent_strided: dst = f16(2 * f32(src))."""
     return {"dst": to_f16(F32(2.0) * f32(x["src"]))}
 
 
@@ -245,6 +245,9 @@ CASES: dict[str, Case] = {
     # 5 strips over a persistent grid of 8 (blocks 5..7 idle); 4 boxes per strip through 3
     # stages; every box staged and stored with TMA
     "persistent_tma_store": Case(ref_double_f16, {"M": 320}, ({"M": 64}, {"M": 1152})),
+    # 7 strips over a grid of 4 (blocks 0..2 take two, block 3 one); the local tile counter
+    # carries the ring of 3 stages across strips (4 boxes each)
+    "persistent_strided": Case(ref_double_f16, {"N": 448}, ({"N": 256}, {"N": 1344})),
     "transpose_swizzled": Case(ref_transpose, _mn(64, 96), _mns((32, 32), (96, 160),
                                                                 (64, 32))),
     "transpose_ragged": Case(ref_transpose, _mn(33, 65), _mns((1, 1), (100, 7), (64, 64))),

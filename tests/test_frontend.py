@@ -121,7 +121,9 @@ def test_every_frontend_code_is_exercised():
 
     frontend_codes = {v for k, v in vars(dg).items() if k.isupper() and isinstance(v, str)
                       and v.startswith("TS0")}
-    assert frontend_codes - {"TS004"} <= codes
+    # TS004 (unreadable file) and TS041 (a spec read outside a tensor, decided with ISL by
+    # lint; tests/test_specs.py) are not resolver diagnostics
+    assert frontend_codes - {"TS004", "TS041"} <= codes
 
 
 def test_nesting_past_the_limit_is_ts005():

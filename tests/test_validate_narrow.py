@@ -84,6 +84,40 @@ def test_bounds_follow_from_comparisons_with_known_intervals_only():
     assert narrow.bounds_from([T.ilt(T.sint(x), T.const_int(-(2**31)))]) == {}
 
 
+
+def _persistent(v: dict[str, T.Term]) -> tuple[T.Term, T.Term]:
+    """The column of a persistent kernel's store, c = (block.x + 4 t) * 64 + lane, in 32-bit
+    registers (PTX) and in integers (IR), and the loop's execution condition as the
+    specification states it: one conjunction, t < (N / 64 - block.x + 3) / 4 among others."""
+    bx = T.leaf("t:ctaid.x", 32, LeafInfo("int", False, 0, 2**31 - 2))
+    col = T.add(T.shl(T.add(bx, T.mul(T.trunc(v["n"], 32), T.bv(4, 32))), T.bv(6, 32)),
+                T.band(v["tid"], T.bv(63, 32)))
+    trips = T.ifdiv(T.iadd(T.isub(T.ifdiv(T.sint(v["N"]), T.const_int(64)), T.uint(bx)),
+                           T.const_int(3)), T.const_int(4))
+    cond = T.and_(T.ilt(T.uint(v["n"]), trips), T.ilt(T.uint(bx), T.const_int(4)),
+                  T.ile(T.const_int(32), T.uint(v["tid"])))
+    return T.sext(col, 64), cond
+
+
+def test_facts_inside_an_execution_condition_narrow_the_loop_counter():
+    """An execution condition is one conjunction (loops, role, guards); its loop bound is
+    what keeps the counter of `for t in 0 .. (N / 64 - block.x + 3) / 4` small. Read only at
+    the top level, the counter kept its declared range (to 2^64), the 32-bit column had no
+    integer reading, and the store's address went to the bit-blaster, which timed out
+    (TS721 unknown after 10 s on corpus/good/persistent_strided.tsk)."""
+    v = _leaves(2**20)
+    col, cond = _persistent(v)
+    size = T.ile(T.sint(v["N"]), T.const_int(2**20))
+    bounds = narrow.bounds_from([size, cond])
+    assert bounds["t:n"] == (False, 0, 4095) and bounds["t:ctaid.x"] == (False, 0, 3)
+    assert lift.exact(col, bounds) is not None
+    # a disjunction is not a fact: nothing inside it narrows
+    either = T.or_(T.ilt(T.uint(v["n"]), T.const_int(4)), T.ilt(T.uint(v["n"]),
+                                                                T.const_int(8)))
+    assert "t:n" not in narrow.bounds_from([either])
+    # with N unbounded the column may wrap 32 bits: still no reading
+    assert lift.exact(col, narrow.bounds_from([cond])) is None
+
 # -- random terms under random bounds, checked by evaluation ---------------------------------
 
 LEAVES = [T.leaf(f"r:{i}", 32, LeafInfo("int", i % 2 == 0, lo, hi))

@@ -74,20 +74,35 @@ def layout_diagnostics(program: ir.Program) -> list[Diagnostic]:
     return diags
 
 
+def spec_diagnostics(program: ir.Program) -> list[Diagnostic]:
+    """TS041 for every `ensures` read outside its tensor at some allowed size (a malformed
+    specification: it has no value there, so nothing could prove or test it)."""
+    from tilesafe.semantics import spec_bounds
+
+    diags = []
+    for kernel in program.kernels:
+        for spec in kernel.ensures:
+            for hit in spec_bounds.outside_reads(kernel, spec):
+                diags.append(Diagnostic(dg.SPEC_OUTSIDE, hit.describe(spec.tensor),
+                                        hit.load.span))
+    return diags
+
+
 def lint(path: str | Path, text: str | None = None) -> list[Diagnostic]:
-    """Every problem the frontend and the layout calculus find in a file (empty: clean);
-    `text` stands for the file's contents (standard input)."""
+    """Every problem the frontend, the layout calculus and the spec bounds find in a file
+    (empty: clean); `text` stands for the file's contents (standard input)."""
     try:
         program = load_program(path, text)
     except DiagnosticError as err:
         return list(err.diagnostics)
-    return layout_diagnostics(program)
+    return layout_diagnostics(program) + spec_diagnostics(program)
 
 
 def checked_program(path: str | Path, text: str | None = None) -> ir.Program:
     """`load`, then require a clean `lint` (raises DiagnosticError otherwise)."""
     program = load_program(path, text)
-    diags = [d for d in layout_diagnostics(program) if d.severity == "error"]
+    diags = [d for d in layout_diagnostics(program) + spec_diagnostics(program)
+             if d.severity == "error"]
     if diags:
         raise DiagnosticError(diags)
     return program
@@ -111,8 +126,11 @@ def verify_kernel(kernel: ir.Kernel, options: Any = None,
         if unknown:
             known = ", ".join(registry.CHECKERS) or "none registered"
             raise UsageError(f"unknown checker(s) {', '.join(unknown)}; known: {known}")
-    return registry.run_all(kernel, options or registry.CheckOptions(),
-                            tuple(only) if only is not None else None)
+    from tilesafe.checkers import followon
+
+    # A follow-on whose refutation was not checked (--only) stands on its own.
+    return followon.settle(registry.run_all(kernel, options or registry.CheckOptions(),
+                                            tuple(only) if only is not None else None))
 
 
 def verify(path: str | Path, options: Any = None,
@@ -183,11 +201,12 @@ class RunRecord:
 
 
 def run_detailed(path: str | Path, sizes: Mapping[str, int] | str, seed: int = 0,
-                 kernel: str | None = None) -> RunRecord:
-    """Interpret one kernel on random inputs drawn from `seed`. Raises DiagnosticError for
-    a bad file, UsageError for a bad request, and the interpreter's InterpError when the
-    sizes do not fit the kernel (code TS200) or the run itself goes wrong (out of bounds,
-    deadlock, ...)."""
+                 kernel: str | None = None, inputs_kind: str = "random") -> RunRecord:
+    """Interpret one kernel on random inputs drawn from `seed` (`inputs_kind` "distinct":
+    the pairwise distinct float inputs `equiv` and the value checker run on, so that their
+    distinguishing launches can be replayed). Raises DiagnosticError for a bad file,
+    UsageError for a bad request, and the interpreter's InterpError when the sizes do not
+    fit the kernel (code TS200) or the run itself goes wrong (out of bounds, deadlock, ...)."""
     import numpy as np
 
     if isinstance(sizes, str):
@@ -196,8 +215,14 @@ def run_detailed(path: str | Path, sizes: Mapping[str, int] | str, seed: int = 0
     k = select_kernel(program, kernel)
     interp = _interp_module()
     interp.check_where(k, dict(sizes))  # InterpError TS200: sizes missing, unknown or bad
-    rng = np.random.default_rng(seed)
-    inputs = interp.random_inputs(k, dict(sizes), rng)
+    if inputs_kind == "distinct":
+        from tilesafe.semantics.spec_inputs import value_inputs
+
+        inputs = value_inputs(k, dict(sizes), seed, exact=False)
+    elif inputs_kind == "random":
+        inputs = interp.random_inputs(k, dict(sizes), np.random.default_rng(seed))
+    else:
+        raise UsageError(f"unknown kind of inputs '{inputs_kind}' (random or distinct)")
     result = interp.run_kernel(k, dict(sizes), inputs, seed=seed)
     return RunRecord(k, dict(sizes), seed, inputs, result)
 

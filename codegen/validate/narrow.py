@@ -22,10 +22,25 @@ from tilesafe.codegen.validate.terms import Term
 
 def bounds_from(hyps: list[Term]) -> Bounds:
     bounds: Bounds = {}
+    facts = _conjuncts(hyps)
     for _ in range(2):
-        for h in hyps:
+        for h in facts:
             _narrow(h, bounds)
     return bounds
+
+
+def _conjuncts(hyps: list[Term]) -> list[Term]:
+    """The hypotheses with every conjunction opened: an execution condition is one `and_`
+    of the enclosing loops' bounds, roles and guards, each of them a fact of the question."""
+    out: list[Term] = []
+    todo = list(reversed(hyps))
+    while todo:
+        h = todo.pop()
+        if h.op == "and_":
+            todo.extend(reversed(h.args))
+        else:
+            out.append(h)
+    return out
 
 
 def _narrow(h: Term, bounds: Bounds) -> None:
