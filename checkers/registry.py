@@ -39,6 +39,7 @@ CheckFn = Callable[[ir.Kernel, CheckOptions], list[Obligation]]
 CHECKERS: dict[str, str] = {
     "layout": "tilesafe.checkers.layout",
     "access": "tilesafe.checkers.access",
+    "global": "tilesafe.checkers.global_memory",
     "barrier": "tilesafe.checkers.barrier",
     "ownership": "tilesafe.checkers.ownership",
     "tma": "tilesafe.checkers.tma",

@@ -45,8 +45,14 @@ CODES: dict[str, str] = {
     "TS214": "a grid dimension above the hardware's maximum (2^31 - 1 in x, 65535 in y and z) ...",
     "TS215": "an element of an `in` tensor is written",
     "TS216": "a parameter declares no role; the one inferred from the body is used",
+    "TS217": "an `out`/`inout` element written by one thread and read by another with nothing "
+             "ordering them (another block, or no `sync` between them)",
+    "TS218": "a kernel with no `out`/`inout` parameter writes no global tensor: it has no effect",
+    "TS219": "an `in` parameter the kernel never reads (warning)",
     "TS290": "ISL ran past its operation budget (or failed): no verdict",
     "TS291": "a guard or index without a Presburger form left the verdict open",
+    "TS292": "a possible global race only an ordering outside the model could rule out (a TMA "
+             "copy in the same block, an mbarrier or named-barrier hand-off)",
     "TS301": "generic writes read by a TMA store with no `fence proxy_async` before the ...",
     "TS302": "a write without the whole region, or meeting another thread's unordered access ...",
     "TS303": "a TMA load into a region someone still holds",

@@ -186,6 +186,18 @@ def ref_blocked(s: Sizes, x: Arrays) -> Arrays:
     return {"dst": np.ascontiguousarray(blocks.reshape(m // 8, n // 8, 64))}
 
 
+def ref_scale_inplace(s: Sizes, x: Arrays) -> Arrays:
+    """scale_inplace: x = x * s[0] (f32), in place."""
+    return {"x": (f32(x["x"]) * f32(x["s"])[0]).astype(F32)}
+
+
+def ref_pair_sums(s: Sizes, x: Arrays) -> Arrays:
+    """pair_sums: h = 2 x; g[i] = h[i] + h[i ^ 1] (f32)."""
+    h = (F32(2.0) * f32(x["x"])).astype(F32)
+    partner = np.arange(s["N"]) ^ 1
+    return {"h": h, "g": (h + h[partner]).astype(F32)}
+
+
 # ---- the table the tests walk ---------------------------------------------------------
 
 
@@ -266,4 +278,8 @@ CASES: dict[str, Case] = {
     "tma_copy_ring": Case(ref_copy, {"L": 512}, ({"L": 256}, {"L": 768})),
     "transpose_tma": Case(ref_transpose, _mn(64, 128), _mns((64, 64), (192, 64), (128, 320))),
     "row_sum_ilp": Case(ref_row_sum_ilp, _mn(20, 256), _mns((9, 128), (16, 384), (1, 128))),
+    # in place: the ragged last block's overhang must leave nothing behind
+    "scale_inplace": Case(ref_scale_inplace, {"N": 1000}, ({"N": 1}, {"N": 255})),
+    # three blocks: every pair lies inside one, the reads follow the `sync`
+    "pair_sums": Case(ref_pair_sums, {"N": 768}, ({"N": 256},)),
 }
