@@ -16,6 +16,7 @@ from typing import Any
 
 import z3
 
+from tilesafe.checkers import followon
 from tilesafe.checkers.obligation import Obligation, Severity, Verdict
 from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend import ir
@@ -313,11 +314,11 @@ def obligations(checker: str, family: str, props: tuple[Prop, ...], run: Run,
                 message += ": " + "; ".join(cex["blocked"])
             severity, code, ev = Severity.ERROR, f.code, base_ev
             if first is not None and f.code != first.code:
-                # A consequence of the primary violation: reported, but not as a second
-                # error (the corpus contract: one planted bug, one reported code).
+                # A consequence of the primary violation: reported under it, not as a
+                # second error (the corpus contract: one planted bug, one reported code);
+                # its own code is kept in the evidence (checkers/followon.py).
                 severity, code = Severity.WARNING, None
-                message = f"{f.code}, follows from {first.code}: {message}"
-                ev = {**base_ev, "code": f.code, "follows from": first.code}
+                ev = {**base_ev, **followon.mark(first.code, f.code)}
             results.append(Obligation(checker, name, Verdict.REFUTED, method, span,
                                       code, message, severity, run.seconds, cex, ev))
         elif any(c in out.unsettled for c in prop.codes) and first is None:
@@ -331,11 +332,11 @@ def obligations(checker: str, family: str, props: tuple[Prop, ...], run: Run,
                                       None, prop.claim, seconds=run.seconds,
                                       evidence=base_ev))
         elif first is not None:
+            # Left unsettled because the refutation cut the search: a follow-on of it.
             results.append(Obligation(checker, name, Verdict.UNKNOWN, method, kernel.span,
-                                      None, f"{prop.claim}: not settled, follows from the "
-                                      f"refutation of {first.code} (the kernel is already "
-                                      "refuted)", Severity.NOTE, run.seconds,
-                                      evidence={**base_ev, "follows from": first.code}))
+                                      None, f"{prop.claim}: not settled (the search stopped "
+                                      f"at {first.code})", Severity.NOTE, run.seconds,
+                                      evidence={**base_ev, **followon.mark(first.code)}))
         else:
             why = out.reason or ("the exploration stopped at an error (" + ", ".join(sorted(cut))
                                  + ") before covering every run")

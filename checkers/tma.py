@@ -9,7 +9,10 @@ Three kinds of obligation per tensormap:
 3. per copy statement: the shared destination is 128-byte aligned, and for every stage the
    slice can name and every placement of the buffer its `align` allows, each box element
    lands where the layout says — decided exhaustively (the box is finite); on a mismatch
-   the swizzle mode that would fit is synthesised, or the reason none does is given.
+   the swizzle mode that would fit is synthesised, or the reason none does is given;
+4. per copy statement, over all sizes and instances (ISL): the box's innermost start is
+   16-byte aligned (TS516), and the box meets the tensor (TS517, a warning: a box wholly
+   outside moves nothing -- semantics/tma_boxes.py).
 """
 
 from __future__ import annotations
@@ -23,11 +26,11 @@ from collections.abc import Callable, Iterator
 import islpy as isl
 import numpy as np
 
-from tilesafe.checkers.obligation import Obligation, Verdict
+from tilesafe.checkers.obligation import Obligation, Severity, Verdict
 from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend import ir
 from tilesafe.frontend.walk import statements
-from tilesafe.semantics import products
+from tilesafe.semantics import products, tma_boxes
 from tilesafe.semantics import tma_rules as tr
 from tilesafe.semantics.access import collect, params_env, point_values, where_params
 from tilesafe.semantics.affine import NotAffine, constant, eval_sizes, term
@@ -50,7 +53,7 @@ def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:
         if not isinstance(stmt, (ir.TmaLoad, ir.TmaStore)):
             continue
         out.extend(_copy_obligations(kernel, stmt))
-    out.extend(_box_start_obligations(kernel, options))
+    out.extend(_instance_obligations(kernel, options))
     return out
 
 
@@ -222,10 +225,9 @@ def _sizes(sizes: dict[str, int]) -> str:
 BOX_START = "TS516"
 
 
-def _box_start_obligations(kernel: ir.Kernel, options: CheckOptions) -> Iterator[Obligation]:
-    """The innermost start coordinate of every copy must be 16-byte aligned (measured on an
-    H100: an unaligned start traps with an illegal-instruction error; no document states it,
-    and the driver cannot check it because coordinates are run-time operands)."""
+def _instance_obligations(kernel: ir.Kernel, options: CheckOptions) -> Iterator[Obligation]:
+    """Rules on each copy's run-time coordinates, over every instance of every size: the
+    box's start (TS516) and whether the box meets the tensor at all (TS517)."""
     if not kernel.tensormaps:
         return
     ctx = isl.Context()
@@ -236,6 +238,17 @@ def _box_start_obligations(kernel: ir.Kernel, options: CheckOptions) -> Iterator
         yield Obligation(CHECKER, f"{kernel.name}: TMA box starts 16-byte aligned",
                          Verdict.UNKNOWN, "isl", kernel.span, ISL_LIMIT, str(err))
         return
+    yield from _box_start_obligations(kernel, ctx, accesses)
+    for a in accesses:
+        ctx.reset_operations()
+        yield _timed(lambda a=a: _box_meets_tensor(kernel, a))
+
+
+def _box_start_obligations(kernel: ir.Kernel, ctx: isl.Context, accesses: list
+                           ) -> Iterator[Obligation]:
+    """The innermost start coordinate of every copy must be 16-byte aligned (measured on an
+    H100: an unaligned start traps with an illegal-instruction error; no document states it,
+    and the driver cannot check it because coordinates are run-time operands)."""
     for a in accesses:
         eb = kernel.tensor(a.tensor).dtype.nbytes
         rank = len(kernel.tensor(a.tensor).shape)
@@ -280,6 +293,50 @@ def _box_start_obligations(kernel: ir.Kernel, options: CheckOptions) -> Iterator
                 f"traps with an illegal-instruction error", seconds=seconds,
                 counterexample={"sizes": params, "instance": instance, "coord": coord},
                 evidence=evidence)
+
+
+# ---- 2c. the box meets the tensor ---------------------------------------------------------
+
+BOX_OUTSIDE = "TS517"
+
+
+def _box_meets_tensor(kernel: ir.Kernel, a) -> Obligation:
+    """A warning when some instance that runs copies a box lying wholly outside its tensor
+    (legal -- a load fills it, a store drops it -- but it moves nothing: usually a grid or
+    tile loop that does not match the tensor). Proved for every size with ISL."""
+    where = f"{a.span.line}:{a.span.col}"
+    name = f"{kernel.name}: {a.via.value} at {where}: every box meets {a.tensor}"
+    warn = Severity.WARNING
+    if a.relation is None or a.origin is None:
+        return Obligation(CHECKER, name, Verdict.UNKNOWN, "isl", a.span, "TS591",
+                          f"cannot model the coordinates: {a.error}", warn)
+    try:
+        out = tma_boxes.outside(a)
+        if out.possible.is_empty():
+            return Obligation(CHECKER, name, Verdict.PROVED, "isl", a.span,
+                              message="for every size and instance the box meets the tensor",
+                              severity=warn, evidence={"origin": str(a.origin)})
+        if out.certain.is_empty():
+            return Obligation(CHECKER, name, Verdict.UNKNOWN, "isl", a.span, "TS591",
+                              "a box wholly outside the tensor only where an unmodelled "
+                              "guard allows it", warn,
+                              evidence={"outside (over-approximated)": str(out.possible)})
+        w = tma_boxes.witness(a, out.certain)
+    except isl.Error as err:
+        return Obligation(CHECKER, name, Verdict.UNKNOWN, "isl", a.span, ISL_LIMIT,
+                          str(err).splitlines()[0] if str(err) else "isl error", warn)
+    tensor = kernel.tensor(a.tensor)
+    shape = [eval_sizes(e, w.sizes) for e in tensor.shape]
+    verb = ("loads only fill values" if a.via.value == "tma_load" else
+            "stores nothing")
+    return Obligation(
+        CHECKER, name, Verdict.REFUTED, "isl", a.span, BOX_OUTSIDE,
+        f"at {_sizes(w.sizes)} ({_show(w.instance)}) the box {list(a.box)} at {w.start} lies "
+        f"wholly outside {a.tensor} (shape {shape}): the copy {verb}; size the grid (or the "
+        f"tile loop) to the tensor, or guard the copy", warn,
+        counterexample={"sizes": w.sizes, "instance": w.instance, "coord": w.start,
+                        "box": list(a.box), "shape": shape},
+        evidence={"outside": str(out.certain), "origin": str(a.origin)})
 
 
 # ---- 3. copy statements: destination and arrangement --------------------------------------

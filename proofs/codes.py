@@ -100,6 +100,8 @@ CODES: dict[str, str] = {
     "TS514": "The arrays have rank (rank−1 for strides) entries",
     "TS515": "The driver refuses a box it sizes above the device's shared memory per SM ...",
     "TS516": "The start coordinate of a copy along the innermost dimension must be a multiple ...",
+    "TS517": "a TMA copy whose box lies wholly outside its tensor for some launch (moves "
+             "nothing; warning)",
     "TS520": "the arrangement a TMA copy writes differs from the buffer's layout",
     "TS590": "a TMA rule left undecided (budget)",
     "TS591": "a TMA rule outside what the checker models",

@@ -5,6 +5,11 @@ the OASIS Static Analysis Results Interchange Format, version 2.1.0: one `fail` 
 diagnostic and per obligation that is not proved (an unknown verdict fails verification, so
 it fails here too; a warning keeps level `warning` unless --warnings-as-errors); proved
 obligations are not results (code-scanning UIs list results as alerts).
+
+Follow-ons (checkers/followon.py: what a refutation cut short or ran into after it) are not
+findings of their own: every format prints them under the refutation they follow from --
+the text output counts them (-v lists them), JSON nests their records in its record,
+SARIF keeps them in its one result (relatedLocations and the property bag).
 """
 
 from __future__ import annotations
@@ -12,8 +17,9 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from tilesafe.checkers import followon
 from tilesafe.checkers.obligation import Obligation, Severity, Verdict
 from tilesafe.frontend.diagnostics import Diagnostic
 from tilesafe.proofs.codes import CODES, describe
@@ -23,11 +29,39 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 @dataclass(frozen=True)
 class Entry:
-    """One obligation with where it came from (the file and kernel it was checked for)."""
+    """One obligation with where it came from (the file and kernel it was checked for), and
+    the follow-ons attached to it when it is a refutation (`nest`)."""
 
     path: str
     kernel: str
     obligation: Obligation
+    follow_ons: tuple[Entry, ...] = ()
+
+
+def nest(entries: Sequence[Entry]) -> list[Entry]:
+    """The entries as reports show them: each follow-on under the refutation of its kernel
+    it follows from, in the order they came; a follow-on whose cause is not among the
+    entries stays where it is (checkers/followon.settle makes that one fail on its own)."""
+    causes: dict[tuple[str, str, str], int] = {}
+    for i, e in enumerate(entries):
+        o = e.obligation
+        if o.code is not None and followon.is_cause(o, o.code):
+            causes.setdefault((e.path, e.kernel, o.code), i)
+    attached: dict[int, list[Entry]] = {}
+    top: list[int] = []
+    for i, e in enumerate(entries):
+        cause = followon.cause_of(e.obligation)
+        at = causes.get((e.path, e.kernel, cause)) if cause is not None else None
+        if at is None:
+            top.append(i)
+        else:
+            attached.setdefault(at, []).append(e)
+    return [replace(entries[i], follow_ons=entries[i].follow_ons + tuple(attached.get(i, ())))
+            for i in top]
+
+
+def _unsettled(e: Entry) -> bool:
+    return e.obligation.verdict is Verdict.UNKNOWN
 
 
 # ---- text ----------------------------------------------------------------------------------
@@ -56,13 +90,33 @@ def _value_text(value: object) -> str:
     return str(value)
 
 
-def counterexample_text(cex: Mapping[str, object]) -> str:
-    return ", ".join(f"{k}={_value_text(v)}" for k, v in cex.items())
+COMPACT_LIMIT = 80  # characters: a longer counterexample value is left to -v / JSON / report
 
 
-def obligation_lines(entry: Entry) -> list[str]:
+def counterexample_text(cex: Mapping[str, object], full: bool = True) -> str:
+    """`key=value, ...`; unless `full`, values longer than COMPACT_LIMIT (a trace, the
+    barriers' states, a warp's 32 lanes) are only named, with their length: the default
+    output stays one screen per finding, and -v, JSON and the report keep everything."""
+    if full:
+        return ", ".join(f"{k}={_value_text(v)}" for k, v in cex.items())
+    kept, left = [], []
+    for k, v in cex.items():
+        text = _value_text(v)
+        if len(text) <= COMPACT_LIMIT:
+            kept.append(f"{k}={text}")
+        elif isinstance(v, (list, tuple)):
+            left.append(f"{k} ({len(v)} {'steps' if k == 'trace' else 'items'})")
+        else:
+            left.append(str(k))
+    if not left:
+        return ", ".join(kept)
+    return ", ".join(kept) + ("; " if kept else "") + f"-v adds {', '.join(left)}"
+
+
+def obligation_lines(entry: Entry, verbose: bool = False) -> list[str]:
     """`path:line:col: name — verdict (method, time)`, then for a failure the code and
-    message, and the counterexample on a line of its own."""
+    message, and the counterexample on a line of its own (in full with `verbose`); then
+    its follow-ons: counted on one line, or with `verbose` each under it."""
     o = entry.obligation
     head = f"{_where(entry)}: {o.name} — {o.verdict.value} ({o.method}, {_seconds(o.seconds)})"
     if o.verdict is not Verdict.PROVED:
@@ -70,7 +124,40 @@ def obligation_lines(entry: Entry) -> list[str]:
         head += f": {detail}"
     lines = [head]
     if o.verdict is Verdict.REFUTED and o.counterexample:
-        lines.append(f"    counterexample: {counterexample_text(o.counterexample)}")
+        lines.append(f"    counterexample: {counterexample_text(o.counterexample, verbose)}")
+    if entry.follow_ons:
+        lines.extend(follow_on_lines(entry, verbose))
+    return lines
+
+
+def follow_on_lines(entry: Entry, verbose: bool = False) -> list[str]:
+    """The follow-ons of a refutation, indented under it: by default one line that counts
+    them and names the refuted ones; with `verbose` each refuted one with its message and
+    counterexample, and the names of those the cut search did not settle."""
+    code = entry.obligation.code
+    refuted = [f for f in entry.follow_ons if not _unsettled(f)]
+    unsettled = [f for f in entry.follow_ons if _unsettled(f)]
+    if not verbose:
+        parts = []
+        if refuted:
+            parts.append(f"{len(refuted)} refuted after it (" + ", ".join(
+                f"{followon.own_code(f.obligation) or '-'} {_short_name(f)}" for f in refuted)
+                + ")")
+        if unsettled:
+            parts.append(f"{len(unsettled)} not settled (the search stopped at {code})")
+        n = len(entry.follow_ons)
+        return [f"    + {n} follow-on{'s' if n != 1 else ''} of this refutation: "
+                + "; ".join(parts) + " -- -v lists them"]
+    lines = []
+    for f in refuted:
+        o = f.obligation
+        lines.append(f"    follow-on: {_where(f)}: {_short_name(f)} — {o.verdict.value}: "
+                     f"{followon.own_code(o) or '-'} {o.message}")
+        if o.counterexample:
+            lines.append(f"        counterexample: {counterexample_text(o.counterexample)}")
+    if unsettled:
+        lines.append(f"    follow-on: not settled (the search stopped at {code}): "
+                     + ", ".join(_short_name(f) for f in unsettled))
     return lines
 
 
@@ -127,34 +214,44 @@ def group_line(group: Sequence[Entry]) -> str:
 
 def text_lines(entries: Sequence[Entry], verbose: bool = False,
                strict: bool = False) -> list[str]:
-    """What `verify` prints: every obligation that is not proved (failures and warnings);
-    with `verbose` also the proved ones, those of one temporal exploration on one line."""
+    """What `verify` prints: every obligation that is not proved (failures and warnings),
+    follow-ons under their refutation; with `verbose` also the proved ones, those of one
+    temporal exploration on one line."""
     lines: list[str] = []
-    for group in exploration_groups(entries):
+    for group in exploration_groups(nest(entries)):
         proved = [e for e in group if e.obligation.verdict is Verdict.PROVED]
         for e in group:
             if e.obligation.verdict is not Verdict.PROVED:
-                lines.extend(obligation_lines(e))
+                lines.extend(obligation_lines(e, verbose))
         if not verbose or not proved:
             continue
         if len(proved) > 1:
             lines.append(group_line(proved))
         else:
-            lines.extend(obligation_lines(proved[0]))
+            lines.extend(obligation_lines(proved[0], verbose))
     return lines
 
 
 def summary_line(entries: Sequence[Entry], strict: bool = False) -> str:
+    """`N obligations, P proved, R refuted, U unknown[, F follow-ons (...)]; K failing...`:
+    follow-ons are counted apart from the verdicts (they ride with their refutation)."""
+    top = nest(entries)
     counts = {v: 0 for v in Verdict}
-    for e in entries:
+    for e in top:
         counts[e.obligation.verdict] += 1
-    n_failing = sum(1 for e in entries if failing(e.obligation, strict))
-    warnings = sum(1 for e in entries
+    n_failing = sum(1 for e in top if failing(e.obligation, strict))
+    warnings = sum(1 for e in top
                    if e.obligation.verdict is not Verdict.PROVED
                    and e.obligation.severity is not Severity.ERROR)
     parts = [f"{len(entries)} obligation{'s' if len(entries) != 1 else ''}",
              f"{counts[Verdict.PROVED]} proved", f"{counts[Verdict.REFUTED]} refuted",
              f"{counts[Verdict.UNKNOWN]} unknown"]
+    follow = [f for e in top for f in e.follow_ons]
+    if follow:
+        unsettled = sum(1 for f in follow if _unsettled(f))
+        parts.append(f"{len(follow)} follow-on{'s' if len(follow) != 1 else ''} of "
+                     f"refutations ({len(follow) - unsettled} refuted, {unsettled} not "
+                     "settled)")
     tail = f"; {n_failing} failing" + (f", {warnings} warning(s)" if warnings else "")
     shared = [g for g in exploration_groups(entries) if len(g) > 1]
     if shared:
@@ -192,6 +289,7 @@ def json_safe(value: object) -> object:
 
 
 def obligation_record(entry: Entry) -> dict[str, object]:
+    """One obligation as JSON; a refutation's follow-ons (`nest`) as records inside it."""
     o = entry.obligation
     span = o.span
     return {
@@ -213,7 +311,14 @@ def obligation_record(entry: Entry) -> dict[str, object]:
         "failed": o.failed,
         "counterexample": json_safe(o.counterexample) if o.counterexample else None,
         "evidence": json_safe(dict(o.evidence)),
+        "follows_from": followon.cause_of(o),
+        "follow_ons": [obligation_record(f) for f in entry.follow_ons],
     }
+
+
+def obligation_records(entries: Sequence[Entry]) -> list[dict[str, object]]:
+    """The JSON records of `verify`: one per obligation, follow-ons inside their cause's."""
+    return [obligation_record(e) for e in nest(entries)]
 
 
 def diagnostic_record(diag: Diagnostic) -> dict[str, object]:
@@ -246,6 +351,21 @@ def _level(severity: str) -> str:
     return severity if severity in ("error", "warning", "note") else "error"
 
 
+def rule_id(o: Obligation) -> str:
+    """The SARIF ruleId of an obligation: its TS code (a follow-on's own one; TS490, no
+    verdict, for an unknown that names none) -- always a code of the catalogue."""
+    return followon.own_code(o) or followon.UNSETTLED_CODE
+
+
+def _sarif_follow_on(entry: Entry) -> dict[str, object]:
+    o = entry.obligation
+    span = o.span
+    return {"name": o.name, "checker": o.checker, "verdict": o.verdict.value,
+            "code": followon.own_code(o), "message": o.message,
+            "line": span.line if span is not None else None,
+            "counterexample": json_safe(o.counterexample) if o.counterexample else None}
+
+
 def _sarif_obligation(entry: Entry, strict: bool) -> dict[str, object]:
     o = entry.obligation
     text = f"{o.name}: {o.verdict.value} ({o.method})"
@@ -253,19 +373,40 @@ def _sarif_obligation(entry: Entry, strict: bool) -> dict[str, object]:
         text += f" — {o.message}"
     if o.verdict is Verdict.REFUTED and o.counterexample:
         text += f"; counterexample: {counterexample_text(o.counterexample)}"
+    if entry.follow_ons:
+        n = len(entry.follow_ons)
+        text += (f"; {n} follow-on{'s' if n != 1 else ''} of this refutation (properties "
+                 "the search could not settle past it, or violations it ran into after it)")
     span = o.span
     region = _region(span.line, span.col, span.end_line, span.end_col) if span else None
+    properties: dict[str, object] = {
+        "kernel": entry.kernel, "checker": o.checker, "verdict": o.verdict.value,
+        "method": o.method, "seconds": o.seconds}
     result: dict[str, object] = {
-        "ruleId": o.code or o.checker,
+        "ruleId": rule_id(o),
         "kind": "fail",
         "level": "error" if failing(o, strict) else _level(o.severity.value),
         "message": {"text": text},
         "locations": [_location(span.path if span else entry.path, region)],
-        "properties": {"kernel": entry.kernel, "checker": o.checker, "verdict": o.verdict.value,
-                       "method": o.method, "seconds": o.seconds},
+        "properties": properties,
     }
     if o.counterexample:
-        result["properties"]["counterexample"] = json_safe(o.counterexample)  # type: ignore[index]
+        properties["counterexample"] = json_safe(o.counterexample)
+    if entry.follow_ons:
+        properties["followOns"] = [_sarif_follow_on(f) for f in entry.follow_ons]
+        related = []
+        for f in entry.follow_ons:
+            fs = f.obligation.span
+            if _unsettled(f) or fs is None:
+                continue
+            loc = _location(fs.path, _region(fs.line, fs.col, fs.end_line, fs.end_col))
+            loc["id"] = len(related) + 1
+            loc["message"] = {"text": f"follow-on {f.obligation.verdict.value}: "
+                                      f"{followon.own_code(f.obligation) or ''} "
+                                      f"{f.obligation.message}"}
+            related.append(loc)
+        if related:
+            result["relatedLocations"] = related
     return result
 
 
@@ -281,9 +422,8 @@ def _sarif_diagnostic(diag: Diagnostic) -> dict[str, object]:
     }
 
 
-def _rule(rule_id: str) -> dict[str, object]:
-    text = describe(rule_id) or f"obligations of the {rule_id} checker without a code"
-    return {"id": rule_id, "shortDescription": {"text": text}}
+def _rule(code: str) -> dict[str, object]:
+    return {"id": code, "shortDescription": {"text": describe(code) or code}}
 
 
 def sarif_log(entries: Iterable[Entry], diagnostics: Iterable[Diagnostic] = (),
@@ -292,7 +432,7 @@ def sarif_log(entries: Iterable[Entry], diagnostics: Iterable[Diagnostic] = (),
     proved obligation is not a finding); the driver's rules list every code tilesafe
     has, so a code-scanning UI can explain any of them."""
     results = [_sarif_diagnostic(d) for d in diagnostics]
-    results += [_sarif_obligation(e, strict) for e in entries
+    results += [_sarif_obligation(e, strict) for e in nest(list(entries))
                 if e.obligation.verdict is not Verdict.PROVED]
     rule_ids = sorted(set(CODES) | {str(r["ruleId"]) for r in results})
     return {

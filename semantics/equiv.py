@@ -22,6 +22,7 @@ import numpy as np
 
 from tilesafe.frontend import ir
 from tilesafe.frontend.fmt import without_spans
+from tilesafe.frontend.ir_text import expr_text
 from tilesafe.semantics import sync_counts, valueflow
 from tilesafe.semantics.interp import run_kernel
 from tilesafe.semantics.interp_error import InterpError
@@ -64,9 +65,16 @@ def interface_mismatch(a: ir.Kernel, b: ir.Kernel) -> str | None:
     pa = [(t.name, t.dtype, t.role.written, without_spans(t.shape)) for t in a.params]
     pb = [(t.name, t.dtype, t.role.written, without_spans(t.shape)) for t in b.params]
     if pa != pb:
+        # Named as the source writes them (an enum's text would read `DType.F16`).
         return ("the kernels' parameters differ (names, dtypes, roles or shapes, in order): "
-                f"{[p[:2] for p in pa]} vs {[p[:2] for p in pb]}")
+                f"{_params_text(a)} vs {_params_text(b)}")
     return None
+
+
+def _params_text(k: ir.Kernel) -> str:
+    return "(" + ", ".join(
+        f"{t.name}: {t.role.value} {t.dtype.value}"
+        f"[{', '.join(expr_text(e) for e in t.shape)}]" for t in k.params) + ")"
 
 
 def check(a: ir.Kernel, b: ir.Kernel, seed: int = 0) -> Result:

@@ -169,8 +169,11 @@ def _cmd_run(args: argparse.Namespace, out: _Out) -> int:
     sizes = api.parse_sizes(args.size or "")
     try:
         if args.device == "gpu":
+            if args.inputs != "random":
+                raise _Usage("--inputs distinct runs on the interpreter only")
             return _run_gpu(args, out, sizes)
-        rec = api.run_detailed(args.file, sizes, seed=args.seed, kernel=args.kernel)
+        rec = api.run_detailed(args.file, sizes, seed=args.seed, kernel=args.kernel,
+                               inputs_kind=args.inputs)
     except api.Unavailable as err:
         out.error(f"run: {err}")
         return USAGE
@@ -200,12 +203,14 @@ def _cmd_run(args: argparse.Namespace, out: _Out) -> int:
         saved = _save_npz(args.out, rec.inputs, _result_arrays(rec.result))
     if args.format == "json":
         out.json({"kind": "run", "path": args.file, "kernel": rec.kernel.name,
-                  "sizes": dict(rec.sizes), "seed": rec.seed, "ok": True,
+                  "sizes": dict(rec.sizes), "seed": rec.seed, "inputs": args.inputs,
+                  "ok": True,
                   "summary": json_safe(summary),
                   "saved": saved})
     else:
         given = ", ".join(f"{k}={v}" for k, v in rec.sizes.items()) or "no sizes"
-        out.line(f"{args.file}: kernel {rec.kernel.name} ({given}, seed {rec.seed})")
+        kind = "" if args.inputs == "random" else f", {args.inputs} inputs"
+        out.line(f"{args.file}: kernel {rec.kernel.name} ({given}, seed {rec.seed}{kind})")
         for line in _summary_text(summary):
             out.line(f"  {line}")
         if saved:
@@ -471,7 +476,7 @@ def _cmd_verify(args: argparse.Namespace, out: _Out) -> int:
         entries, diags = verify_entries(args, out)
     if args.format == "json":
         out.json([report.diagnostic_record(d) for d in diags]
-                 + [report.obligation_record(e) for e in entries])
+                 + report.obligation_records(entries))
     elif args.format == "sarif":
         out.json(report.sarif_log(entries, diags, version=__version__, strict=strict))
     else:
@@ -480,7 +485,9 @@ def _cmd_verify(args: argparse.Namespace, out: _Out) -> int:
             out.line(line)
         if not api.checker_names():
             out.line("note: no checkers are registered yet; nothing was verified")
-        out.line(report.summary_line(entries, strict=strict))
+        summary = _verify_summary(entries, diags, strict)
+        if summary:
+            out.line(summary)
     if certs:
         from tilesafe.proofs.certificates import write_certificates
 
@@ -494,6 +501,23 @@ def _cmd_verify(args: argparse.Namespace, out: _Out) -> int:
     if _errors(diags):
         return USAGE
     return FAILED if any(report.failing(e.obligation, strict) for e in entries) else OK
+
+
+def _verify_summary(entries: Sequence[Any], diags: Sequence[Diagnostic], strict: bool
+                    ) -> str | None:
+    """The last line of `verify`: the obligations' summary, saying how many files were not
+    verified; none when no file was (its diagnostics say why: '0 obligations' would read as
+    if something had been checked)."""
+    from tilesafe.proofs import report
+
+    unread = len({d.span.path for d in _errors(diags)})
+    if unread and not entries:
+        return None
+    line = report.summary_line(entries, strict=strict)
+    if unread:
+        line += (f"; {unread} file{'s' if unread != 1 else ''} not verified (see the "
+                 "diagnostics above)")
+    return line
 
 
 def _check_options(args: argparse.Namespace) -> Any:
@@ -576,6 +600,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--kernel", metavar="NAME", help="kernel to run (if the file has several)")
     run.add_argument("--seed", type=int, default=0, help="random seed for inputs (default 0)")
     run.add_argument("--out", metavar="FILE.npz", help="save inputs and outputs here")
+    run.add_argument("--inputs", choices=("random", "distinct"), default="random",
+                     help="random (default), or pairwise distinct float inputs: those "
+                          "`equiv` and the value checker run on, to replay their launches")
     _add_format(run, ("text", "json"))
     run.add_argument("--device", choices=("interp", "gpu"), default="interp",
                      help="where to run: the reference interpreter (default) or the GPU "
@@ -680,23 +707,41 @@ def _cmd_equiv(args: argparse.Namespace, out: _Out) -> int:
         else:
             kernels.append(program.kernels[0])
     res = equiv.check(kernels[0], kernels[1], seed=args.seed)
+    d = res.difference
+    replay = [] if d is None else [
+        _replay_command(path, d.sizes, d.seed, args.kernel, f"equiv_{side}.npz")
+        for path, side in ((args.a, "a"), (args.b, "b"))]
     if args.format == "json":
-        d = res.difference
-        out.json({"a": args.a, "b": args.b, "verdict": res.verdict, "reason": res.reason,
-                  "launches_agreed": list(res.launches), "tensors": res.tensors,
+        out.json({"kind": "equiv", "a": args.a, "b": args.b, "verdict": res.verdict,
+                  "reason": res.reason, "launches_agreed": list(res.launches),
+                  "tensors": res.tensors,
                   "difference": None if d is None else {
                       "sizes": d.sizes, "seed": d.seed, "tensor": d.tensor,
                       "element": list(d.element), "a": d.a, "b": d.b,
-                      "mismatches": d.mismatches}})
+                      "mismatches": d.mismatches, "replay": replay}})
     else:
         out.line(f"{args.a} vs {args.b}: {res.verdict} — {res.reason}")
-        if res.difference is not None:
-            out.line("    distinguishing input: `tilesafe run` both with --size "
-                     + ",".join(f"{k}={v}" for k, v in res.difference.sizes.items())
-                     + f" on distinct-valued inputs, seed {res.difference.seed}")
+        if d is not None:
+            out.line("    replay on the interpreter, then compare "
+                     f"{d.tensor}[{', '.join(map(str, d.element))}]:")
+            for command in replay:
+                out.line(f"      {command}")
         elif res.launches:
             out.line(f"    the interpreter agrees on {len(res.launches)} launch(es)")
     return OK if res.verdict == "proved" else FAILED
+
+
+def _replay_command(path: str, sizes: dict[str, int], seed: int, kernel: str | None,
+                    npz: str) -> str:
+    """The `tilesafe run` command that interprets `path` on the inputs `equiv` used (the
+    distinct-valued ones of `seed`): the two of a refutation differ at its element."""
+    import shlex
+
+    words = ["tilesafe", "run", path, "--size", ",".join(f"{k}={v}" for k, v in sizes.items()),
+             "--seed", str(seed), "--inputs", "distinct", "--out", npz]
+    if kernel:
+        words += ["--kernel", kernel]
+    return shlex.join(words)
 
 
 def _cmd_mutate(args: argparse.Namespace, out: _Out) -> int:
@@ -735,6 +780,12 @@ def _cmd_report(args: argparse.Namespace, out: _Out) -> int:
 
     args.verbose = True
     entries, diags = verify_entries(args, out)
+    if diags:  # on the terminal too: the report itself may go to a file or a pipe
+        for d in sorted(diags, key=lambda d: (d.span.path, d.span.line, d.span.col)):
+            out.err.write(render(d, _source(d.span.path)) + "\n")
+        if not entries and _errors(diags):
+            out.error("report: no kernel was verified; no report written")
+            return USAGE
     stdin = {STDIN: _SOURCES[STDIN]} if _SOURCES.get(STDIN) is not None else None
     text = build_report(entries, diags, args.format, version=__version__, sources=stdin)
     if args.output:

@@ -21,6 +21,7 @@ th{background:#f3f3f3}
 .proved{color:#1a7f37}.refuted{color:#cf222e;font-weight:600}
 .unknown{color:#9a6700;font-weight:600}
 tr.v-refuted{background:#fff0f0}tr.v-unknown{background:#fff8e5}
+tr.follow-on{background:#fafafa;color:#555}tr.follow-on td:nth-child(2){padding-left:1.5em}
 pre.src{font-size:12px;line-height:1.35;background:#fafafa;border:1px solid #e5e5e5;
 padding:.5em;overflow-x:auto}
 .ln{color:#999;display:inline-block;width:3.2em;text-align:right;margin-right:.6em;user-select:none}
@@ -78,6 +79,8 @@ def _marker(rows: Sequence[Row]) -> tuple[str, str]:
 def _source(view: KernelView) -> str:
     by_line: dict[int, list[Row]] = {}
     for r in view.rows:
+        if r.follows and r.verdict == "unknown":
+            continue  # left open by a cut search: marked at the refutation, not the kernel
         if r.line:
             by_line.setdefault(r.line, []).append(r)
     out = []
@@ -109,8 +112,13 @@ def _table(view: KernelView) -> str:
         code = (f'<abbr title="{escape(describe(r.code))}">{escape(r.code)}</abbr>'
                 if r.code else "")
         verdict = r.verdict + (" (warning)" if r.severity != "error" and
-                               r.verdict != "proved" else "")
-        body.append(f'<tr id="{r.anchor}" class="v-{r.verdict}"><td>{r.line or ""}</td>'
+                               r.verdict != "proved" and not r.follows else "")
+        cls = f"v-{r.verdict}"
+        if r.follows:
+            verdict += f" (follow-on of {r.follows})"
+            name = "↳ " + name
+            cls += " follow-on"
+        body.append(f'<tr id="{r.anchor}" class="{cls}"><td>{r.line or ""}</td>'
                     f"<td>{name}</td><td class=\"{r.verdict}\">{escape(verdict)}</td>"
                     f"<td>{escape(r.method)}</td><td>{r.seconds * 1000:.1f} ms</td>"
                     f"<td>{code}</td></tr>")
@@ -133,8 +141,12 @@ def _counterexamples(view: KernelView) -> str:
     return "".join(out)
 
 
+def _follow_ons(n: int) -> str:
+    return f", {n} follow-on{'s' if n != 1 else ''} of refutations" if n else ""
+
+
 def render(views: Sequence[KernelView], diags: Sequence[Diagnostic], version: str) -> str:
-    total = {"proved": 0, "refuted": 0, "unknown": 0}
+    total = {"proved": 0, "refuted": 0, "unknown": 0, "follow-ons": 0}
     for v in views:
         for k, n in v.counts.items():
             total[k] += n
@@ -143,6 +155,7 @@ def render(views: Sequence[KernelView], diags: Sequence[Diagnostic], version: st
              f"<h1>tilesafe {escape(version)} — proof report</h1>",
              f'<p class="summary">{len(views)} kernel(s): {total["proved"]} proved, '
              f'{total["refuted"]} refuted, {total["unknown"]} unknown'
+             f'{_follow_ons(total["follow-ons"])}'
              f"{f', {len(diags)} diagnostic(s)' if diags else ''}.</p>"]
     if diags:
         items = "".join(f"<li><code>{escape(d.span.path)}:{d.span.line}:{d.span.col}</code> "
@@ -151,7 +164,8 @@ def render(views: Sequence[KernelView], diags: Sequence[Diagnostic], version: st
     parts.append("<ul>" + "".join(
         f'<li><a href="#k{i}">{escape(v.path)}: {escape(v.kernel)}</a> — '
         f'{v.counts["proved"]} proved, {v.counts["refuted"]} refuted, '
-        f'{v.counts["unknown"]} unknown</li>' for i, v in enumerate(views)) + "</ul>")
+        f'{v.counts["unknown"]} unknown{_follow_ons(v.counts["follow-ons"])}</li>'
+        for i, v in enumerate(views)) + "</ul>")
     for i, v in enumerate(views):
         parts.append(f'<section class="kernel" id="k{i}" data-kernel="{escape(v.kernel)}">'
                      f"<h2>{escape(v.kernel)} <small>({escape(v.path)})</small></h2>")

@@ -22,11 +22,12 @@ def render(views: Sequence[KernelView], diags: Sequence[Diagnostic], version: st
         out += [f"- `{d.span.path}:{d.span.line}:{d.span.col}` {d.code} {_cell(d.message)}"
                 for d in diags]
         out.append("")
-    out += ["| kernel | proved | refuted | unknown |", "| --- | ---: | ---: | ---: |"]
+    out += ["| kernel | proved | refuted | unknown | follow-ons |",
+            "| --- | ---: | ---: | ---: | ---: |"]
     for v in views:
         c = v.counts
         out.append(f"| `{v.kernel}` ({v.path}) | {c['proved']} | {c['refuted']} | "
-                   f"{c['unknown']} |")
+                   f"{c['unknown']} | {c['follow-ons']} |")
     for v in views:
         failing = [r for r in v.rows if r.verdict != "proved"]
         if not failing:
@@ -36,8 +37,10 @@ def render(views: Sequence[KernelView], diags: Sequence[Diagnostic], version: st
                 "| ---: | --- | --- | --- | --- |"]
         for r in failing:
             verdict = f"{_ICON[r.verdict]} {r.verdict}" + (
+                f" (follow-on of {r.follows})" if r.follows else
                 " (warning)" if r.severity != "error" else "")
-            out.append(f"| {r.line or ''} | {_cell(r.name)} | {verdict} | {_cell(r.method)} | "
+            name = ("↳ " if r.follows else "") + _cell(r.name)
+            out.append(f"| {r.line or ''} | {name} | {verdict} | {_cell(r.method)} | "
                        f"{r.code or ''} |")
         for r in failing:
             if r.counterexample:

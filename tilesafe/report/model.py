@@ -7,10 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tilesafe.checkers import followon
 from tilesafe.checkers.obligation import Verdict
 from tilesafe.frontend import ir
 from tilesafe.frontend.diagnostics import Diagnostic
-from tilesafe.proofs.report import Entry, exploration_groups
+from tilesafe.proofs.report import Entry, exploration_groups, nest
 from tilesafe.report import pictures
 
 
@@ -31,6 +32,7 @@ class Row:
     members: list[str] = field(default_factory=list)
     counterexample: list[tuple[str, str]] = field(default_factory=list)
     pictures: list[str] = field(default_factory=list)
+    follows: str | None = None  # a follow-on: the code of the refutation it is shown under
 
 
 @dataclass
@@ -43,9 +45,12 @@ class KernelView:
 
     @property
     def counts(self) -> dict[str, int]:
+        """Obligations per verdict; follow-ons apart (`follow-ons`): they ride with the
+        refutation they are shown under."""
         out = {v.value: 0 for v in Verdict}
+        out["follow-ons"] = 0
         for r in self.rows:
-            out[r.verdict] += max(1, len(r.members))
+            out["follow-ons" if r.follows else r.verdict] += max(1, len(r.members))
         return out
 
 
@@ -79,11 +84,13 @@ def gather(entries: Sequence[Entry], sources: dict[str, str] | None = None
             irs[path] = _kernel_ir(path) if path != "<stdin>" else {}
         kernel = irs[path].get(name)
         rows: list[Row] = []
-        for members in exploration_groups(group):
+        for members in exploration_groups(nest(group)):
             proved = [m for m in members if m.obligation.verdict is Verdict.PROVED]
             for m in members:
                 if m.obligation.verdict is not Verdict.PROVED or len(proved) == 1:
                     rows.append(_row(m, len(rows) + 1, kernel))
+                for f in m.follow_ons:  # under their refutation
+                    rows.append(_row(f, len(rows) + 1, kernel, m.obligation.code))
             if len(proved) > 1:
                 first = proved[0].obligation
                 rows.append(Row(f"{name}-{len(rows) + 1}", first.span.line if first.span
@@ -106,12 +113,13 @@ def _short(e: Entry) -> str:
     return name.split(": ", 1)[1] if name.startswith(e.kernel + ": ") else name
 
 
-def _row(e: Entry, n: int, kernel: ir.Kernel | None) -> Row:
+def _row(e: Entry, n: int, kernel: ir.Kernel | None, follows: str | None = None) -> Row:
     o = e.obligation
     cex = pictures.sizes_table(o.counterexample) if o.counterexample else []
+    code = followon.own_code(o) if follows else o.code
     return Row(f"{e.kernel}-{n}", o.span.line if o.span else None, _short(e),
-               o.verdict.value, o.method, o.seconds, o.code, o.severity.value, o.message,
-               counterexample=cex, pictures=pictures.pictures_for(o, kernel))
+               o.verdict.value, o.method, o.seconds, code, o.severity.value, o.message,
+               counterexample=cex, pictures=pictures.pictures_for(o, kernel), follows=follows)
 
 
 def diagnostics_rows(diags: Sequence[Diagnostic]) -> list[tuple[str, int, str, str]]:

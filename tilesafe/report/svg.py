@@ -120,6 +120,40 @@ class Step:
     line: int | None
 
 
+def text_width(text: str, size: float) -> float:
+    """A generous estimate of `text`'s width in sans-serif at `size` px (no font metrics
+    offline): what the drawings size their columns and margins by, so no label is cut."""
+    return len(text) * size * 0.62
+
+
+def _label(x: float, y: float, text: str, size: int, limit: int, cls: str = "") -> str:
+    """`text` at (x, y); past `limit` characters shortened with "…", the whole of it in a
+    tooltip (<title>)."""
+    if len(text) <= limit:
+        return _t(x, y, text, size, cls=cls)
+    c = f' class="{cls}"' if cls else ""
+    return (f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}"{c}><title>{escape(text)}</title>'
+            f"{escape(text[:limit - 1])}…</text>")
+
+
+STEP_FONT, LANE_FONT, NOTE_FONT = 7, 10, 9
+NOTE_LIMIT = 90  # characters of a lane's offending state beside the ✗ (all of it as tooltip)
+
+
+def step_label(action: str) -> str:
+    """What a step's box says: the operation, whole (`arrive`, `tma_load`, `fence_init`,
+    `sync`, `load lands`); the rest of the step is its tooltip."""
+    words = action.split()
+    if not words:
+        return ""
+    if words[:2] == ["all", "threads"]:  # "all threads meet at sync"
+        return words[-1]
+    if words[0] == "TMA" and len(words) > 1:  # the copy engine: "TMA load lands: ..."
+        return words[1] + (" lands" if "lands:" in words else
+                           " done" if "finishes" in words else "")
+    return words[0]
+
+
 def swimlanes(title: str, lanes: Sequence[str], steps: Sequence[Step],
               offending: dict[str, str], barriers: Sequence[str],
               copies: Sequence[tuple[int, int | None, str]],
@@ -128,21 +162,34 @@ def swimlanes(title: str, lanes: Sequence[str], steps: Sequence[Step],
     their lanes; `copies` are (issue step, completion step or None, label) bars in the copy
     engine lane; the last column holds each lane's offending state in red; below, one row
     per barrier: a tick at each step that operates on it (arrive, wait, init, a copy's
-    bytes), then its final phase."""
-    col, lane_h, left, top = 26, 34, 170, 40
-    n_cols = len(steps) + 1
-    w = left + n_cols * col + 260
+    bytes), then its final phase. Each column is as wide as its step's label and the left
+    margin as wide as the longest lane or barrier name, so no label is cut."""
+    lane_h, top, min_col = 34, 40, 26
+    names = [*lanes, *(b.split(":")[0] for b in barriers)]
+    left = max([170.0, *(text_width(n, LANE_FONT) + 12 for n in names)])
+    widths = [max(min_col, text_width(step_label(s.action), STEP_FONT) + 8) for s in steps]
+    xs = [left]
+    for w_ in widths:
+        xs.append(xs[-1] + w_)
+    end = xs[-1]  # the ✗ column starts here
+
+    def mid(j: int) -> float:  # centre of column j (the ✗ column for j == len(steps))
+        return xs[j] + (widths[j] if j < len(steps) else min_col) / 2
+
+    notes = [offending[n] for n in lanes if n in offending]
+    notes += [b.split(":", 1)[-1].strip() for b in barriers]
+    right = max([250.0, *(text_width(n[:NOTE_LIMIT], NOTE_FONT) + 12 for n in notes)])
+    w = end + min_col + 4 + right
     h = top + len(lanes) * lane_h + 18 * len(barriers) + 30
     body = [_t(2, 14, title, 12)]
     for i, name in enumerate(lanes):
         y = top + i * lane_h
-        body.append(f'<rect x="0" y="{y}" width="{w}" height="{lane_h - 2}" '
+        body.append(f'<rect x="0" y="{y}" width="{w:.0f}" height="{lane_h - 2}" '
                     f'fill="{"#f7f7f7" if i % 2 else "#fff"}"/>')
-        body.append(_t(4, y + lane_h / 2 + 3, name if len(name) <= 28 else name[:26] + "…",
-                       10))
+        body.append(_t(4, y + lane_h / 2 + 3, name, LANE_FONT, cls="lane"))
     for j, s in enumerate(steps):
-        x = left + j * col
-        body.append(_t(x + col / 2, top - 6, str(s.index), 8, "middle"))
+        x, cw = xs[j], widths[j]
+        body.append(_t(x + cw / 2, top - 6, str(s.index), 8, "middle"))
         rows = [lanes.index(a) for a in s.lanes if a in lanes]
         if not rows:
             continue
@@ -150,43 +197,43 @@ def swimlanes(title: str, lanes: Sequence[str], steps: Sequence[Step],
         joint = len(rows) > 1
         fill = "#c7d9f0" if not joint else "#e3d3f2"
         text = f"{s.index}. {s.action}" + (f" (line {s.line})" if s.line else "")
-        body.append(f'<rect class="step" x="{x + 2}" y="{y0}" width="{col - 4}" '
+        body.append(f'<rect class="step" x="{x + 2:.1f}" y="{y0}" width="{cw - 4:.1f}" '
                     f'height="{y1 - y0}" rx="3" fill="{fill}" stroke="#6b8cb8">'
                     f"<title>{escape(text)}</title></rect>")
-        short = s.action.split()[0] if s.action else ""
-        body.append(f'<text x="{x + col / 2:.1f}" y="{(y0 + y1) / 2 + 3:.1f}" font-size="7" '
-                    f'text-anchor="middle">{escape(short[:5])}</text>')
+        body.append(f'<text class="step-label" x="{x + cw / 2:.1f}" y="{(y0 + y1) / 2 + 3:.1f}" '
+                    f'font-size="{STEP_FONT}" text-anchor="middle"><title>{escape(text)}</title>'
+                    f"{escape(step_label(s.action))}</text>")
     if "copy engine" in lanes:
         y = top + lanes.index("copy engine") * lane_h
         for k, (a, b, label) in enumerate(copies):
-            x0 = left + a * col + col / 2
-            x1 = left + (b if b is not None else len(steps)) * col + col / 2
+            x0, x1 = mid(a), mid(b if b is not None else len(steps))
             dash = "" if b is not None else ' stroke-dasharray="4 3"'
             yy = y + 8 + (k % 3) * 7
             body.append(f'<line class="copy" x1="{x0:.1f}" y1="{yy}" x2="{x1:.1f}" y2="{yy}" '
                         f'stroke="#2a7f62" stroke-width="4"{dash}><title>{escape(label)}'
                         f"{'' if b is not None else ' (still in flight)'}</title></line>")
-    x = left + len(steps) * col
+    x = end
     for i, name in enumerate(lanes):
         why = offending.get(name)
         if why is None:
             continue
         y = top + i * lane_h
-        body.append(f'<rect class="refuted" x="{x + 2}" y="{y + 4}" width="{col - 4}" '
+        body.append(f'<rect class="refuted" x="{x + 2:.1f}" y="{y + 4}" width="{min_col - 4}" '
                     f'height="{lane_h - 10}" fill="{REFUTED}"><title>{escape(why)}</title>'
                     "</rect>")
-        body.append(_t(x + col + 4, y + lane_h / 2 + 3, why if len(why) <= 60 else
-                       why[:58] + "…", 9, cls="why"))
-    body.append(_t(x + col / 2, top - 6, "✗", 10, "middle"))
+        body.append(_label(x + min_col + 4, y + lane_h / 2 + 3, why, NOTE_FONT, NOTE_LIMIT,
+                           "why"))
+    body.append(_t(x + min_col / 2, top - 6, "✗", 10, "middle"))
     yb = top + len(lanes) * lane_h + 14
     for i, b in enumerate(barriers):
         name = b.split(":")[0]
-        body.append(_t(4, yb + i * 18, name if len(name) <= 28 else name[:26] + "…", 9))
-        body.append(f'<line x1="{left}" y1="{yb + i * 18 - 3}" x2="{left + len(steps) * col}" '
+        body.append(_t(4, yb + i * 18, name, NOTE_FONT, cls="barrier"))
+        body.append(f'<line x1="{left:.1f}" y1="{yb + i * 18 - 3}" x2="{end:.1f}" '
                     f'y2="{yb + i * 18 - 3}" stroke="#ccc"/>')
-        body.append(_t(x + col + 4, yb + i * 18, b.split(":", 1)[-1].strip(), 9))
+        body.append(_label(x + min_col + 4, yb + i * 18, b.split(":", 1)[-1].strip(),
+                           NOTE_FONT, NOTE_LIMIT))
     for j, row, op in barrier_events:
-        cx, cy = left + j * col + col / 2, yb + row * 18 - 3
+        cx, cy = mid(j), yb + row * 18 - 3
         body.append(f'<circle class="phase" cx="{cx:.1f}" cy="{cy}" r="4" fill="#8250df">'
                     f"<title>{escape(op)}</title></circle>")
     return svg("swimlanes", w, h, body, title)
