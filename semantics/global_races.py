@@ -306,8 +306,7 @@ class Orders:
         if w.epoch is not None and r.epoch is not None:
             result = result.union(_less(w.epoch, r.epoch)).union(_less(r.epoch, w.epoch)
                                                                  .reverse())
-        result = result.union(self._named(w, r)).union(self._named(r, w).reverse())
-        return result.intersect(universe)
+        return result.union(self._named(w, r)).union(self._named(r, w).reverse())
 
     def _named(self, a: Side, b: Side) -> isl.Map:
         """a -> b pairs ordered by a named barrier: a's thread takes part in a phase after
