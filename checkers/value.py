@@ -39,6 +39,8 @@ from tilesafe.semantics.value_exec import Unsupported
 CHECKER = "value"
 NOT_PROVED = "TS890"
 DEPENDS_ON = ("TS211/TS212 every output element written exactly once (access)",
+              "TS217 no global element written by one thread and read by another without "
+              "an ordering (global)",
               "TS302-TS306 no race, no read of unwritten shared memory (ownership)",
               "TS520 TMA arrangement equals the buffer layout (tma)",
               "TS404/TS407 each wait waits for its phase, byte counts match (barrier)",

@@ -60,6 +60,7 @@ class ValueSpace:
         self.space = affine.make_space(self.ctx, sizes, tuple(names))
         self.pos = {n: i for i, n in enumerate(names)}
         self._envs: dict[Inst, AffineEnv] = {}
+        self._pins: dict[frozenset[str], isl.Set] = {}
         where = affine.exact_set(isl.Set.universe(self.space))
         env = AffineEnv(self.space)
         blocks = self.universe()
@@ -83,6 +84,20 @@ class ValueSpace:
 
     def universe(self) -> isl.Set:
         return isl.Set.universe(self.space)
+
+    def pinned(self, names: frozenset[str]) -> isl.Set:
+        """{ x : x[n] = 0 for every n in names }, built as one basic set (intersecting a
+        large set with each equality in turn costs one ISL intersection per name)."""
+        cached = self._pins.get(names)
+        if cached is None:
+            bset = isl.BasicSet.universe(self.space)
+            ls = isl.LocalSpace.from_space(self.space)
+            for n in names:
+                c = isl.Constraint.alloc_equality(ls).set_coefficient_val(
+                    isl.dim_type.set, self.pos[n], isl.Val.one(self.ctx))
+                bset = bset.add_constraint(c)
+            cached = self._pins[names] = isl.Set.from_basic_set(bset)
+        return cached
 
     def dim(self, name: str) -> isl.PwAff:
         return affine.dim(AffineEnv(self.space), self.pos[name])

@@ -54,6 +54,17 @@ class Inst:
     def renamed(self, ns: int) -> Inst:
         return replace(self, ns=ns)
 
+    def __hash__(self) -> int:
+        """Computed once: an Inst keys the value space's caches thousands of times, and the
+        generated hash would walk its guard and bound expressions every time."""
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash((self.ns, self.thread_lo, self.thread_hi, self.elect, self.loops,
+                           self.guards, self.lets, self.epoch, self.sched, self.kernel,
+                           self.named))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
 
 class Term:
     """Base of value terms (frozen dataclasses)."""

@@ -108,6 +108,7 @@ def prove(kernel: ir.Kernel, spec: ir.Ensures) -> Proof:
     for w in outs:
         nsmap = prover.fresh_ns_map()
         value = prover.resolve(rename(w.value, nsmap), 0)
+        prover.check_inputs_unwritten(value)
         shown.append(show(value))
         prover.compare_write(w.inst.renamed(nsmap(w.inst.ns)), w.indices, value, spec)
     return Proof(len(outs), tuple(sorted(prover.resolved)), tuple(shown))
@@ -302,6 +303,29 @@ class Prover:
                 break
         self.unique[buffer] = ok
         return ok
+
+    def check_inputs_unwritten(self, value: Term) -> None:
+        """Every global read in `value` sees the tensor's contents from before the launch:
+        no write of the kernel to the same element happens before it. A kernel that reads
+        back an element of an `inout` (or `out`) tensor it wrote earlier (`x[i] = 2 * x[i];
+        sync; y[i] = x[i ^ 1]`) reads the new value, which a load term does not denote;
+        such reads are not proved. Writes from other blocks, or unordered ones, are races
+        (TS217, which the proof depends on), so only the block's own ordered writes count."""
+        for g in walk(value):
+            if not isinstance(g, Glob):
+                continue
+            writers = [w for w in self.writes
+                       if w.space is ir.Space.GLOBAL and w.target == g.tensor]
+            for w in writers:
+                winst = w.inst.renamed(self.fresh_ns_map()(w.inst.ns))
+                space = self.space([g.inst, winst])
+                earlier = (space.domain(g.inst)
+                           & space.same_element(g.inst, g.indices, winst, w.indices)
+                           & space.hb(winst, g.inst))
+                if not earlier.is_empty():
+                    raise NotProved(f"the kernel reads {show(g)} after writing that element "
+                                    f"of '{g.tensor}' itself: the value read is not the "
+                                    "input's", space.point(earlier))
 
     # ---- comparing ---------------------------------------------------------------------------
 

@@ -561,3 +561,15 @@ def test_special_inputs_keep_free_sums_order_independent(seed: int, dtype: str):
                     acc = np.float32(acc + x)
             sums.append(acc)
         assert all(spec_run.same_bits(np.array([s]), np.array([sums[0]]))[0] for s in sums)
+
+
+def test_a_global_read_of_an_element_the_kernel_wrote_is_not_the_input():
+    """Reading back an inout element after its (sync-ordered) in-place update sees the new
+    value: the value proof must not take the load for the input's value (it proved this
+    wrong spec before); the refuting search then finds the difference."""
+    k = load_program(ROOT / "corpus" / "bad" / "ts802_inout_read_after_update.tsk").kernels[0]
+    with pytest.raises(valueflow.NotProved, match="after writing that element"):
+        valueflow.prove(k, k.ensures[0])
+    valueflow.prove(k, k.ensures[1])  # the in-place update itself reads x before writing it
+    obs = value.check(k, CheckOptions())
+    assert [o.verdict for o in obs] == [Verdict.REFUTED, Verdict.PROVED]
