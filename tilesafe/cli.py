@@ -436,10 +436,10 @@ def _only(text: str | None) -> tuple[str, ...] | None:
 
 
 def verify_entries(args: argparse.Namespace, out: _Out, recorder: Any = None
-                   ) -> tuple[list[Any], list[Diagnostic]]:
-    """Every obligation of every kernel of the inputs (and the diagnostics of the files
-    that do not load): what `verify` and `report` share. A certificate `recorder` is told
-    which kernel the searches that follow belong to."""
+                   ) -> tuple[list[Any], list[Diagnostic], int]:
+    """Every obligation of every kernel of the inputs, the diagnostics of the files that do
+    not load, and how many files did: what `verify` and `report` share. A certificate
+    `recorder` is told which kernel the searches that follow belong to."""
     from tilesafe import api
     from tilesafe.proofs import report
 
@@ -447,18 +447,20 @@ def verify_entries(args: argparse.Namespace, out: _Out, recorder: Any = None
     options = _check_options(args)
     entries: list[report.Entry] = []
     diags: list[Diagnostic] = []
+    loaded = 0
     for path, text in _inputs(args.files, out.stdin):
         try:
             program = api.checked_program(path, text)
         except DiagnosticError as err:
             diags.extend(err.diagnostics)
             continue
+        loaded += 1
         for kernel in program.kernels:
             if recorder is not None:
                 recorder.kernel(path, kernel.name)
             for o in api.verify_kernel(kernel, options, only):
                 entries.append(report.Entry(path, kernel.name, o))
-    return entries, diags
+    return entries, diags, loaded
 
 
 def _cmd_verify(args: argparse.Namespace, out: _Out) -> int:
@@ -471,9 +473,9 @@ def _cmd_verify(args: argparse.Namespace, out: _Out) -> int:
         from tilesafe.proofs.certificates import recording
 
         with recording() as recorder:
-            entries, diags = verify_entries(args, out, recorder)
+            entries, diags, loaded = verify_entries(args, out, recorder)
     else:
-        entries, diags = verify_entries(args, out)
+        entries, diags, loaded = verify_entries(args, out)
     if args.format == "json":
         out.json([report.diagnostic_record(d) for d in diags]
                  + report.obligation_records(entries))
@@ -485,7 +487,7 @@ def _cmd_verify(args: argparse.Namespace, out: _Out) -> int:
             out.line(line)
         if not api.checker_names():
             out.line("note: no checkers are registered yet; nothing was verified")
-        summary = _verify_summary(entries, diags, strict)
+        summary = _verify_summary(entries, diags, loaded, strict)
         if summary:
             out.line(summary)
     if certs:
@@ -503,15 +505,15 @@ def _cmd_verify(args: argparse.Namespace, out: _Out) -> int:
     return FAILED if any(report.failing(e.obligation, strict) for e in entries) else OK
 
 
-def _verify_summary(entries: Sequence[Any], diags: Sequence[Diagnostic], strict: bool
-                    ) -> str | None:
+def _verify_summary(entries: Sequence[Any], diags: Sequence[Diagnostic], loaded: int,
+                    strict: bool) -> str | None:
     """The last line of `verify`: the obligations' summary, saying how many files were not
-    verified; none when no file was (its diagnostics say why: '0 obligations' would read as
+    verified; none when no file was (the diagnostics say why: '0 obligations' would read as
     if something had been checked)."""
     from tilesafe.proofs import report
 
     unread = len({d.span.path for d in _errors(diags)})
-    if unread and not entries:
+    if not loaded:
         return None
     line = report.summary_line(entries, strict=strict)
     if unread:
@@ -779,12 +781,12 @@ def _cmd_report(args: argparse.Namespace, out: _Out) -> int:
     from tilesafe.report import build_report
 
     args.verbose = True
-    entries, diags = verify_entries(args, out)
+    entries, diags, loaded = verify_entries(args, out)
     if diags:  # on the terminal too: the report itself may go to a file or a pipe
         for d in sorted(diags, key=lambda d: (d.span.path, d.span.line, d.span.col)):
             out.err.write(render(d, _source(d.span.path)) + "\n")
-        if not entries and _errors(diags):
-            out.error("report: no kernel was verified; no report written")
+        if not loaded:
+            out.error("report: no file could be verified; no report written")
             return USAGE
     stdin = {STDIN: _SOURCES[STDIN]} if _SOURCES.get(STDIN) is not None else None
     text = build_report(entries, diags, args.format, version=__version__, sources=stdin)
