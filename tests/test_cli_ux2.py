@@ -18,6 +18,8 @@ from pathlib import Path
 import islpy as isl
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tilesafe import api, cli
 from tilesafe.checkers import followon
@@ -442,3 +444,55 @@ def test_outside_set_agrees_with_enumeration(path):
         assert _isl_points(tma_boxes.outside(a).possible, sizes) == want, (a.name, sizes)
     if path == OVERGRID:
         assert any(_brute_outside(kernel, a, s) for a in accesses for s in launches)
+
+
+TEMPLATE = """kernel k(src: in global f32[N], dst: out global f32[N])
+  where N % 16 == 0, N > 0, N <= {limit}
+  grid ({grid}) block 32
+{{
+  tensormap tin = tiled(src, box [{box}])
+  shared t: f32[{box}]
+  mbarrier ready count 1 guards t
+  if thread == 0 {{
+    init ready
+    fence mbarrier_init
+  }}
+  sync
+  role leader = warp 0, elect one {{
+    for j in 0 .. {trips} {{
+      arrive ready, expect_tx bytes(t)
+      tma_load t <- tin[{coord}] signal ready
+      wait ready parity j % 2
+    }}
+  }}
+}}
+"""
+
+
+@settings(max_examples=40, deadline=None)
+@given(box=st.sampled_from([16, 32, 64]), tile=st.sampled_from([16, 32, 64]),
+       grid=st.sampled_from(["N / 16", "N / 32", "(N + 63) / 64", "N / 16 + 1", "2"]),
+       offset=st.sampled_from([-128, -64, -16, 0, 16, 64]), trips=st.integers(1, 3))
+def test_outside_set_agrees_with_enumeration_on_generated_copies(box, tile, grid, offset,
+                                                                 trips):
+    """Generated 1-D copies (a grid, a tile stride, a start offset, a loop of copies): the
+    instances ISL finds outside the tensor are, at every small size, exactly those whose box
+    misses [0, N) by arithmetic; and the checker's verdict is refuted exactly when some
+    size up to the bound has one (proved otherwise)."""
+    from tilesafe.checkers import tma
+    from tilesafe.checkers.registry import CheckOptions
+    from tilesafe.frontend.load import load_program
+
+    limit = 256
+    coord = f"block.x * {tile} + j * {box} + {offset}".replace("+ -", "- ")
+    text = TEMPLATE.format(limit=limit, grid=grid, box=box, trips=trips, coord=coord)
+    kernel = load_program("gen.tsk", text).kernels[0]
+    (a,) = [a for a in collect(kernel, isl.Context()) if a.clipped]
+    out = tma_boxes.outside(a)
+    any_outside = False
+    for n in range(16, limit + 1, 16):
+        want = _brute_outside(kernel, a, {"N": n})
+        assert _isl_points(out.possible, {"N": n}) == want, (text, n)
+        any_outside |= bool(want)
+    (ob,) = [o for o in tma.check(kernel, CheckOptions()) if "every box meets" in o.name]
+    assert ob.verdict is (Verdict.REFUTED if any_outside else Verdict.PROVED), text
