@@ -106,10 +106,19 @@ class TraceEvent:
 class RunResult:
     tensors: dict[str, np.ndarray]  # final contents of every global tensor (bf16 as uint16)
     steps: int
-    schedule: tuple[int, ...]  # the agent chosen at every step: pass back to replay
+    choices: tuple[int, ...] | Any  # the schedule, or a vector run's record of it
     trace: tuple[TraceEvent, ...] | None  # only with record_trace=True
     grid: tuple[int, ...]
     dtypes: dict[str, ir.DType]
+    engine: str = "scalar"  # which engine ran: "scalar" or "vector" (semantics/interp_vec.py)
+    fallback: str | None = None  # engine="auto" ran the scalar engine: why
+
+    @functools.cached_property
+    def schedule(self) -> tuple[int, ...]:
+        """The agent chosen at every step: pass back as `schedule=` to replay the run on the
+        scalar engine (a vector run's is spelled out on first use)."""
+        c = self.choices
+        return c if isinstance(c, tuple) else c.schedule()
 
 
 def summarize(result: RunResult) -> dict[str, dict[str, Any]]:
@@ -124,12 +133,13 @@ def run_kernel(
     sizes: Mapping[str, int],
     inputs: Mapping[str, np.ndarray],
     *,
-    seed: int = 0,
+    seed: int | None = None,
     schedule: Sequence[int] | None = None,
     max_steps: int = DEFAULT_MAX_STEPS,
     record_trace: bool = False,
     policy: str | Any = "random",
     guide: Guide | None = None,
+    engine: str = "auto",
 ) -> RunResult:
     """Run every block of `kernel` for concrete `sizes` on copies of `inputs`.
 
@@ -137,6 +147,14 @@ def run_kernel(
     (adversarial priorities, the copy engine last); with `guide`, a checker counterexample
     is followed in its block first; or a policy object of that module (to inspect it after
     the run). `schedule` replays a recorded run before any of them.
+
+    `engine`: "auto" runs the vector engine (semantics/interp_vec.py: one legal schedule,
+    groups of threads in lockstep, recorded in `RunResult.schedule` like any other) when
+    no particular schedule is asked for -- no `seed`, `schedule`, `guide`, trace, or
+    policy other than "random" -- and the kernel is in its fragment; otherwise the scalar
+    engine (a missing seed is 0), with `RunResult.fallback` saying why. "scalar" always
+    runs the scalar engine; "vector" always the vector engine (with `seed`, it picks its
+    group steps at random; ValueError where it cannot run).
 
     `inputs` must hold every global tensor (outputs too: their initial contents) with the
     shape the sizes give and the numpy dtype of smem.NUMPY_DTYPE (bf16 as uint16 patterns).
@@ -155,6 +173,16 @@ def run_kernel(
             raise ValueError(f"tensor '{t.name}' must be {np.dtype(want).name}"
                              f"{list(shapes[t.name])}, got {a.dtype.name}{list(a.shape)}")
         arrays[t.name] = np.array(a, dtype=want, order="C", copy=True)
+    fallback = _engine_choice(kernel, sizes, grid, engine, seed, schedule, record_trace,
+                              policy, guide)
+    if fallback is None:
+        from tilesafe.semantics.interp_vec import run_vector
+
+        tensors, steps, record = run_vector(kernel, sizes, grid, arrays, seed=seed,
+                                            max_steps=max_steps)
+        return RunResult(tensors, steps, record, None, grid,
+                         {t.name: t.dtype for t in kernel.params}, "vector")
+    seed = 0 if seed is None else seed
     chooser = make_policy(policy, seed, guide) if isinstance(policy, str) else policy
     run = _Run(kernel, dict(sizes), arrays, seed, schedule, max_steps, record_trace, chooser)
     with np.errstate(all="ignore"):
@@ -165,7 +193,38 @@ def run_kernel(
                     _Block(run, block_idx).execute()
     return RunResult(arrays, run.step, tuple(run.choices),
                      tuple(run.trace) if run.trace is not None else None, grid,
-                     {t.name: t.dtype for t in kernel.params})
+                     {t.name: t.dtype for t in kernel.params}, "scalar",
+                     fallback if engine == "auto" else None)
+
+
+ENGINES = ("auto", "scalar", "vector")
+
+
+def _engine_choice(kernel: ir.Kernel, sizes: Mapping[str, int], grid: tuple[int, ...],
+                   engine: str, seed: int | None, schedule: Sequence[int] | None,
+                   record_trace: bool, policy: Any, guide: Guide | None) -> str | None:
+    """None: run the vector engine; else why the scalar engine runs."""
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r} (known: {', '.join(ENGINES)})")
+    if engine == "scalar":
+        return "engine='scalar' was asked for"
+    asked = ("a replayed schedule" if schedule is not None else
+             "a checker counterexample to follow" if guide is not None else
+             "a trace" if record_trace else
+             f"the {policy!r} scheduler" if not (isinstance(policy, str)
+                                                 and policy == "random") else None)
+    if engine == "auto" and asked is None and seed is not None:
+        asked = f"the random scheduler with seed {seed}"
+    if asked is not None:
+        if engine == "vector":
+            raise ValueError(f"the vector engine runs its own schedule, not {asked}")
+        return f"{asked} was asked for"
+    from tilesafe.semantics.interp_vec import vector_unsupported
+
+    why = vector_unsupported(kernel, sizes, grid)
+    if why is not None and engine == "vector":
+        raise ValueError(f"the vector engine cannot run this launch: {why}")
+    return why
 
 
 # ---- run-wide state -----------------------------------------------------------------------
