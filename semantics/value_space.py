@@ -61,6 +61,8 @@ class ValueSpace:
         self.pos = {n: i for i, n in enumerate(names)}
         self._envs: dict[Inst, AffineEnv] = {}
         self._pins: dict[frozenset[str], isl.Set] = {}
+        self._terms: dict[tuple[int, Inst], tuple[ir.Expr, isl.PwAff]] = {}
+        self._domains: dict[Inst, isl.Set] = {}
         where = affine.exact_set(isl.Set.universe(self.space))
         env = AffineEnv(self.space)
         blocks = self.universe()
@@ -114,11 +116,17 @@ class ValueSpace:
         return env
 
     def term(self, e: ir.Expr, inst: Inst) -> isl.PwAff:
+        key = (id(e), inst)
+        hit = self._terms.get(key)
+        if hit is not None:
+            return hit[1]
         try:
-            return affine.term(e, self.env(inst))
+            pa = affine.term(e, self.env(inst))
         except NotAffine as why:
             raise NotProved(f"'{show(IntV(e, inst))}' is not quasi-affine: {why.reason}") \
                 from None
+        self._terms[key] = (e, pa)  # e kept alive: its id stays its own
+        return pa
 
     def cond(self, e: ir.Expr, inst: Inst) -> isl.Set:
         """A guard as an exact set. A guard with no Presburger form is not approximated:
@@ -130,7 +138,13 @@ class ValueSpace:
 
     def domain(self, inst: Inst) -> isl.Set:
         """The instances, exactly (NotProved on a non-Presburger guard), in the block grid,
-        at sizes `where` allows."""
+        at sizes `where` allows (cached: the proof asks for the same ones many times)."""
+        hit = self._domains.get(inst)
+        if hit is None:
+            hit = self._domains[inst] = self._domain(inst)
+        return hit
+
+    def _domain(self, inst: Inst) -> isl.Set:
         env = self.env(inst)
         s = self.base
         if inst.ns != SPEC_NS:

@@ -128,10 +128,17 @@ class Prover:
         self.ns = first_ns
         self.resolved: set[str] = set()
         self.unique: dict[str, bool] = {}
+        self._spaces: dict[tuple[str, ...], ValueSpace] = {}
 
     def space(self, involved: list[Inst]) -> ValueSpace:
-        """One ISL space over the blocks and every coordinate of `involved`."""
-        return ValueSpace(self.kernels, self.ctx, self.phases, involved)
+        """One ISL space over the blocks and every coordinate of `involved`; spaces with the
+        same coordinates are shared (with their caches of terms and domains)."""
+        names = tuple(dict.fromkeys(n for i in involved for n in ValueSpace.inst_dims(i)))
+        hit = self._spaces.get(names)
+        if hit is None:
+            hit = self._spaces[names] = ValueSpace(self.kernels, self.ctx, self.phases,
+                                                   involved)
+        return hit
 
     def fresh_ns_map(self):
         mapping: dict[int, int] = {}
