@@ -21,7 +21,7 @@ from tilesafe.checkers.registry import CHECKERS, CheckOptions, load
 from tilesafe.frontend import ir
 from tilesafe.frontend.load import compile_source, load_program
 from tilesafe.frontend.span import NO_SPAN
-from tilesafe.semantics import layouts, swizzle_synth
+from tilesafe.semantics import bank_sites, layouts, swizzle_synth
 
 ROOT = Path(__file__).resolve().parent.parent
 BAD = ROOT / "corpus" / "bad" / "ts601_transpose_conflict.tsk"
@@ -451,9 +451,9 @@ def _exprs() -> st.SearchStrategy[ir.Expr]:
 @settings(max_examples=150, deadline=None)
 @given(_exprs())
 def test_claimed_periods_hold(e: ir.Expr) -> None:
-    kind = checker.period_in(e, 1, {})
-    f = checker.compile_expr(e, {})
-    env = checker._Env({})
+    kind = bank_sites.period_in(e, 1, {})
+    f = bank_sites.compile_expr(e, {})
+    env = bank_sites.LaneEnv({})
 
     def at(v: int) -> int:
         env.loops[1] = v
