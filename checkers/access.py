@@ -49,6 +49,7 @@ from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend import ir
 from tilesafe.frontend.limits import GRID_LIMITS
 from tilesafe.frontend.span import Span
+from tilesafe.semantics import coverage
 from tilesafe.semantics.access import (
     AccessRelation,
     Kind,
@@ -404,15 +405,22 @@ def _at_least_once(kernel: ir.Kernel, ctx: isl.Context, t: ir.GlobalTensor,
     target_under = valid.intersect_params(where.under.intersect(launch))
     written_under = isl.Set.empty(valid.get_space())
     written_over = isl.Set.empty(valid.get_space())
+    methods: dict[str, str] = {}
     for w in writers:
         if w.relation_under is not None:
-            written_under = written_under.union(w.relation_under.range())
+            under = coverage.image(w, valid, under=True)
+            written_under = written_under.union(under.elements)
+            methods[f"{w.name}@{_at(w.span)}"] = under.method
         if w.relation is not None:
-            written_over = written_over.union(w.relation.range())
+            over = under if w.exact else coverage.image(w, valid)
+            written_over = written_over.union(over.elements)
     missing = target_over.subtract(written_under)
     evidence: dict[str, object] = {
         "target": str(target_over), "written": str(written_under.coalesce()),
         "query": "is_empty(target.subtract(union of writer ranges))",
+        # how each range was computed: "tiles" = tile origins (+) in-tile offsets
+        # (semantics/coverage.py), "range" = ISL's projection of the relation
+        "ranges": methods,
     }
     dropped = [g for w in writers for g in w.dropped]
     if dropped:

@@ -90,6 +90,14 @@ class AccessRelation:
     # copy engine needs the innermost start 16-byte aligned whether or not it is in bounds)
     origin: isl.Map | None = None
     origin_under: isl.Map | None = None
+    # The index terms over the instance space, before the domain is applied (None when
+    # one has no affine form): a load's or store's indices, a TMA copy's box start on the
+    # global side, a buffer slice's prefix. semantics/coverage.py reads the relation's tile
+    # structure from them.
+    terms: tuple[isl.PwAff, ...] | None = None
+    # A TMA copy's global side: the box at `terms`; a buffer slice: the whole trailing dims
+    # after the prefix `terms`; () for a load or store.
+    box: tuple[int, ...] = ()
 
     @property
     def name(self) -> str:
@@ -261,15 +269,17 @@ class _Collector:
         clipped = bool(coords)
         relation = relation_under = origin = origin_under = None
         error = None
+        terms = None
         try:
+            terms = tuple(term(e, env) for e in (coords or indices))
             if coords:  # TMA global side: the box at coords, clipped to the tensor
-                start = _points(env, coords, tensor)
+                start = _points(env, terms, tensor)
                 origin, origin_under = start.intersect_domain(dom.over), start.intersect_domain(
                     dom.under)
-                rel = _boxes(env, coords, box, tensor)
+                rel = box_map(terms, box, tensor)
                 rel = rel.intersect_range(valid_indices(self.k, self.ctx, tensor, space))
             else:  # a point (load/store) or a buffer slice: prefix indices then whole dims
-                rel = _points(env, indices, tensor)
+                rel = _points(env, terms, tensor)
                 if box_from_zero:
                     rel = _append_box(rel, box, tensor)
             relation = rel.intersect_domain(dom.over)
@@ -280,7 +290,7 @@ class _Collector:
             self.count, tensor, space, kind, via, scope.dims,
             tuple(scope.dims[pos] for _, pos in scope.loops), dom.over, dom.under,
             relation, relation_under, span, node, clipped, dom.dropped, scope.branches, error,
-            origin, origin_under)
+            origin, origin_under, terms if error is None else None, tuple(box))
 
     def domain(self, scope: _Scope, env: AffineEnv) -> CondSets:
         sets = where_sets(self.k, env)
@@ -324,25 +334,28 @@ def _guarded(build, env: AffineEnv, expr: ir.Expr) -> CondSets:
         return CondSets(env.universe(), env.empty(), (f"bound at {where}: {why.reason}",))
 
 
-def _points(env: AffineEnv, indices: tuple[ir.Expr, ...], tensor: str) -> isl.Map:
+def _points(env: AffineEnv, terms: tuple[isl.PwAff, ...], tensor: str) -> isl.Map:
     """{ S[..] -> tensor[e0, ..] } for index terms e_k (a rank-0 map for an empty prefix)."""
-    maps = [isl.Map.from_pw_aff(term(e, env)) for e in indices]
-    if maps:
-        rel = maps[0]
-        for m in maps[1:]:
-            rel = rel.flat_range_product(m)
-    else:
-        rel = isl.Map.from_domain(env.universe())
+    if terms:
+        return point_map(terms, tensor)
+    return _name_out(isl.Map.from_domain(env.universe()), tensor)
+
+
+def point_map(terms: tuple[isl.PwAff, ...], tensor: str) -> isl.Map:
+    """{ S[..] -> tensor[e0, ..] } over every instance, for at least one index term."""
+    rel = isl.Map.from_pw_aff(terms[0])
+    for t in terms[1:]:
+        rel = rel.flat_range_product(isl.Map.from_pw_aff(t))
     return _name_out(rel, tensor)
 
 
-def _boxes(env: AffineEnv, coords: tuple[ir.Expr, ...], box: tuple[int, ...],
-           tensor: str) -> isl.Map:
-    """{ S[..] -> tensor[x0, ..] : c_k <= x_k < c_k + box_k }."""
+def box_map(coords: tuple[isl.PwAff, ...], box: tuple[int, ...], tensor: str) -> isl.Map:
+    """{ S[..] -> tensor[x0, ..] : c_k <= x_k < c_k + box_k } over every instance (a TMA
+    copy's global side before the domain and the clipping are applied)."""
     rel = None
     for c, extent in zip(coords, box, strict=True):
-        widen = isl.Map.read_from_str(env.ctx, f"{{ [y] -> [x] : y <= x < y + {extent} }}")
-        m = isl.Map.from_pw_aff(term(c, env)).apply_range(widen)
+        widen = isl.Map.read_from_str(c.get_ctx(), f"{{ [y] -> [x] : y <= x < y + {extent} }}")
+        m = isl.Map.from_pw_aff(c).apply_range(widen)
         rel = m if rel is None else rel.flat_range_product(m)
     assert rel is not None
     return _name_out(rel, tensor)

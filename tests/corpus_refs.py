@@ -101,7 +101,7 @@ def ref_history(s: Sizes, x: Arrays) -> Arrays:
 
 
 def ref_transpose(s: Sizes, x: Arrays) -> Arrays:
-    """transpose_swizzled, transpose_ragged, cute_colmajor: dst = src^T."""
+    """transpose_swizzled, transpose_ragged, cute_colmajor, cute_blocked_*: dst = src^T."""
     return {"dst": np.ascontiguousarray(np.asarray(x["src"]).T)}
 
 
@@ -271,6 +271,10 @@ CASES: dict[str, Case] = {
     "elementwise": Case(ref_saxpy, {"N": 1000}, ({"N": 1}, {"N": 255}, {"N": 256})),
     "cute_layout": Case(ref_blocked, _mn(64, 64), _mns((64, 192), (192, 128))),
     "cute_colmajor": Case(ref_transpose, _mn(64, 64), _mns((64, 192), (192, 128))),
+    # the blocked column-major tile walked in storage order; ragged: partial edge tiles
+    "cute_blocked_colmajor": Case(ref_transpose, _mn(64, 128), _mns((64, 64), (192, 128))),
+    "cute_blocked_ragged": Case(ref_transpose, _mn(65, 100), _mns((1, 1), (64, 64),
+                                                                  (130, 7))),
     # 3 tiles: both the input ring and the output staging wrap
     "tma_store_pipeline": Case(ref_affine_f16, _mn(64, 192), _mns((64, 64), (64, 320),
                                                                   (192, 128))),
