@@ -1,0 +1,312 @@
+"""Resolving statements, and the references they make: barrier elements, buffer slices,
+TMA targets (with their boxes)."""
+
+from __future__ import annotations
+
+from tilesafe.frontend import ast, ir
+from tilesafe.frontend import diagnostics as dg
+from tilesafe.frontend.resolver.base import BOOL, INT, Local, Loop, ResolverBase
+from tilesafe.frontend.resolver.rules import is_affine
+from tilesafe.frontend.span import Span
+
+
+class StmtResolver(ResolverBase):
+    def stmts(self, stmts: tuple[ast.Stmt, ...]) -> tuple[ir.Stmt, ...]:
+        out = []
+        for s in stmts:
+            result = self.stmt(s)
+            if result is not None:
+                out.append(result)
+        return tuple(out)
+
+    def block_stmts(self, block: ast.Block) -> tuple[ir.Stmt, ...]:
+        with self.scope():
+            return self.stmts(block.stmts)
+
+    def stmt(self, s: ast.Stmt) -> ir.Stmt | None:
+        method = getattr(self, "s_" + type(s).__name__)
+        return method(s)
+
+    def _misplaced_decl(self, s: ast.Stmt) -> None:
+        self.error(dg.MISPLACED, "declarations belong at the top level of the kernel body",
+                   s.span)
+        # Declare it anyway, so that its uses do not cascade into "unknown name" errors.
+        declare = {ast.ConstDecl: self.const_decl, ast.TensormapDecl: self.tensormap_decl,
+                   ast.SharedDecl: self.shared_decl, ast.MbarrierDecl: self.mbarrier_decl}
+        declare[type(s)](s)
+
+    s_ConstDecl = s_TensormapDecl = s_SharedDecl = s_MbarrierDecl = _misplaced_decl
+
+    def s_Let(self, s: ast.Let) -> ir.Stmt | None:
+        value = self.expr(s.value)
+        if value.type is BOOL:
+            self.error(dg.DTYPE_MISMATCH, "a 'let' holds a number, not a condition", s.span)
+        if not self.declare_check(s.name, s.span):
+            return None
+        uid = self.fresh()
+        affine = value.type is INT and is_affine(value, self.affine_local)
+        self.scopes[-1][s.name] = Local(uid, value.type, False, affine)
+        return ir.Let(s.span, uid, s.name, value)
+
+    def s_VarDecl(self, s: ast.VarDecl) -> ir.Stmt | None:
+        dtype = ir.DType(s.dtype)
+        value = self.convert(self.expr(s.value), dtype.scalar, s.value.span)
+        if not self.declare_check(s.name, s.span):
+            return None
+        uid = self.fresh()
+        self.scopes[-1][s.name] = Local(uid, dtype.scalar, True, False)
+        return ir.VarDecl(s.span, uid, s.name, dtype, value)
+
+    def s_Assign(self, s: ast.Assign) -> ir.Stmt | None:
+        local = self.lookup_local(s.name)
+        value = self.expr(s.value)
+        if local is None:
+            if self.taken(s.name):
+                self.error(dg.WRONG_KIND, f"'{s.name}' is not a mutable variable", s.span,
+                           "declare it with 'var NAME: TYPE = VALUE'")
+            else:
+                self.unknown(s.name, s.span, "variable")
+            return None
+        if isinstance(local, Loop) or not local.mutable:
+            self.error(dg.WRONG_KIND, f"'{s.name}' is immutable", s.span,
+                       "only 'var' locals can be assigned")
+            return None
+        value = self.convert(value, local.type, s.value.span)
+        op = "=" if s.op == "=" else s.op[0]
+        return ir.Assign(s.span, local.uid, s.name, op, value)
+
+    def s_Store(self, s: ast.Store) -> ir.Stmt | None:
+        space, dtype, rank = self.indexable(s.target, s.span)
+        if space is None:
+            return None
+        indices = self.indices(s.indices, rank, s.target, s.span)
+        value = self.convert(self.expr(s.value), dtype.scalar, s.value.span)
+        return ir.Store(s.span, s.target, space, indices, value)
+
+    def s_For(self, s: ast.For) -> ir.Stmt | None:
+        lo = self.expr(s.lo)
+        hi = self.expr(s.hi)
+        self.require_affine(lo, s.lo.span, "a loop bound")
+        self.require_affine(hi, s.hi.span, "a loop bound")
+        step = self.const_int(s.step, "a loop step") if s.step is not None else 1
+        if step < 1:
+            self.error(dg.BAD_VALUE, f"loop step {step} must be positive", s.step.span)
+            step = 1
+        if not self.declare_check(s.var, s.span):
+            return None
+        uid = self.fresh()
+        with self.scope() as sc:
+            sc[s.var] = Loop(uid)
+            body = self.stmts(s.body.stmts)
+        return ir.For(s.span, ir.LoopVar(s.span, INT, s.var, uid), lo, hi, step, body)
+
+    def s_If(self, s: ast.If) -> ir.Stmt | None:
+        cond = self.expr(s.cond)
+        if cond.type is not BOOL:
+            self.error(dg.DTYPE_MISMATCH, "an 'if' condition must be a comparison", s.cond.span)
+        then = self.block_stmts(s.then)
+        if s.orelse is None:
+            orelse: tuple[ir.Stmt, ...] = ()
+        elif isinstance(s.orelse, ast.Block):
+            orelse = self.block_stmts(s.orelse)
+        else:
+            with self.scope():
+                nested = self.stmt(s.orelse)
+            orelse = (nested,) if nested is not None else ()
+        return ir.If(s.span, cond, then, orelse)
+
+    def s_Role(self, s: ast.Role) -> ir.Stmt | None:
+        if self.role is not None:
+            self.error(dg.MISPLACED, f"role '{s.name}' is inside role '{self.role.name}'",
+                       s.span)
+            return None
+        ts = s.threads
+        lo = self.const_int(ts.lo, "a role bound")
+        if ts.kind == "warp":
+            rng = ir.ThreadRange(32 * lo, 32 * lo + 32)
+        else:
+            hi = self.const_int(ts.hi, "a role bound")
+            rng = ir.ThreadRange(32 * lo, 32 * hi) if ts.kind == "warps" else ir.ThreadRange(
+                lo, hi)
+        if rng.lo < 0 or rng.hi > self.block or rng.lo >= rng.hi:
+            self.error(dg.BAD_THREADS,
+                       f"role '{s.name}' covers threads {rng.lo}..{rng.hi} but the block has "
+                       f"threads 0..{self.block}", ts.span)
+        self.role = s
+        try:
+            body = self.block_stmts(s.body)
+        finally:
+            self.role = None
+        return ir.Role(s.span, s.name, rng, s.elect_one, body)
+
+    def s_Init(self, s: ast.Init) -> ir.Stmt | None:
+        ref = self.bar_ref(s.barrier, allow_whole=True)
+        return ir.Init(s.span, ref) if ref else None
+
+    def s_Fence(self, s: ast.Fence) -> ir.Stmt:
+        return ir.Fence(s.span, ir.FenceKind(s.kind))
+
+    def s_Sync(self, s: ast.Sync) -> ir.Stmt:
+        if self.role is not None:
+            # Legal syntax, and a real bug pattern: the checkers report the deadlock.
+            pass
+        return ir.Sync(s.span)
+
+    def s_Wait(self, s: ast.Wait) -> ir.Stmt | None:
+        ref = self.bar_ref(s.barrier)
+        parity = self.expr(s.parity)
+        self.require_affine(parity, s.parity.span, "a wait parity")
+        return ir.Wait(s.span, ref, parity) if ref else None
+
+    def s_Arrive(self, s: ast.Arrive) -> ir.Stmt | None:
+        ref = self.bar_ref(s.barrier)
+        tx = None
+        if s.tx_bytes is not None:
+            tx = self.expr(s.tx_bytes)
+            self.require_affine(tx, s.tx_bytes.span, "a byte count")
+        return ir.Arrive(s.span, ref, ir.ArriveMode(s.mode), tx) if ref else None
+
+    def s_ExpectTx(self, s: ast.ExpectTx) -> ir.Stmt | None:
+        ref = self.bar_ref(s.barrier)
+        nbytes = self.expr(s.nbytes)
+        self.require_affine(nbytes, s.nbytes.span, "a byte count")
+        return ir.ExpectTx(s.span, ref, nbytes) if ref else None
+
+    def s_TmaLoad(self, s: ast.TmaLoad) -> ir.Stmt | None:
+        tmap, coords = self.tma_target(s.tensormap, s.coords, s.span)
+        dst = self.buf_slice(s.dst)
+        bar = self.bar_ref(s.barrier)
+        if tmap is None or dst is None or bar is None:
+            return None
+        nbytes = self.match_box(tmap, dst, s.span)
+        return ir.TmaLoad(s.span, dst, tmap.name, coords, bar, nbytes)
+
+    def s_TmaStore(self, s: ast.TmaStore) -> ir.Stmt | None:
+        tmap, coords = self.tma_target(s.tensormap, s.coords, s.span)
+        src = self.buf_slice(s.src)
+        if tmap is None or src is None:
+            return None
+        nbytes = self.match_box(tmap, src, s.span)
+        return ir.TmaStore(s.span, tmap.name, coords, src, nbytes)
+
+    def s_CommitGroup(self, s: ast.CommitGroup) -> ir.Stmt:
+        return ir.CommitGroup(s.span)
+
+    def s_NamedBar(self, s: ast.NamedBar) -> ir.Stmt:
+        what = "bar_arrive" if s.arrive else "bar_sync"
+        bar_id = self.const_int(s.bar_id, f"a {what} barrier id")
+        count = self.const_int(s.count, f"a {what} thread count")
+        if not 0 <= bar_id < ir.NAMED_BARRIERS:
+            self.error(dg.BAD_VALUE, f"barrier id {bar_id} outside 0 .. "
+                       f"{ir.NAMED_BARRIERS - 1} (a block has {ir.NAMED_BARRIERS} named "
+                       "barriers)", s.bar_id.span)
+            bar_id = 0
+        if count < 1:
+            self.error(dg.BAD_VALUE, f"thread count {count} must be positive", s.count.span)
+            count = 32
+        return ir.NamedBar(s.span, s.arrive, bar_id, count)
+
+    def s_WaitGroup(self, s: ast.WaitGroup) -> ir.Stmt:
+        return ir.WaitGroup(s.span, s.pending, s.read)
+
+    # ---- references ------------------------------------------------------------------------
+
+    def bar_ref(self, ref: ast.BarRef, allow_whole: bool = False) -> ir.BarrierRef | None:
+        bar = self.barriers.get(ref.name)
+        if bar is None:
+            if self.taken(ref.name):
+                self.error(dg.WRONG_KIND, f"'{ref.name}' is not an mbarrier", ref.span)
+            else:
+                self.unknown(ref.name, ref.span, "mbarrier")
+            return None
+        index = None
+        if ref.index is not None:
+            if bar.length is None:
+                self.error(dg.RANK_MISMATCH, f"mbarrier '{bar.name}' is not an array", ref.span)
+                return None
+            index = self.expr(ref.index)
+            self.require_affine(index, ref.index.span, "a barrier index")
+        elif bar.length is not None and not allow_whole:
+            self.error(dg.RANK_MISMATCH, f"mbarrier array '{bar.name}' needs an index",
+                       ref.span, f"write {bar.name}[i]")
+            return None
+        return ir.BarrierRef(ref.span, ref.name, index)
+
+    def buf_slice(self, ref: ast.BufRef) -> ir.BufferSlice | None:
+        buf = self.buffers.get(ref.name)
+        if buf is None:
+            if self.taken(ref.name):
+                self.error(dg.WRONG_KIND, f"'{ref.name}' is not a shared buffer", ref.span)
+            else:
+                self.unknown(ref.name, ref.span, "shared buffer")
+            return None
+        if len(ref.indices) > len(buf.shape):
+            self.error(dg.RANK_MISMATCH, f"'{buf.name}' has rank {len(buf.shape)} but "
+                       f"{len(ref.indices)} indices were given", ref.span)
+            return None
+        prefix = []
+        for e in ref.indices:
+            value = self.expr(e)
+            self.require_affine(value, e.span, "a buffer index")
+            prefix.append(value)
+        return ir.BufferSlice(ref.span, ref.name, tuple(prefix))
+
+    def tma_target(self, name: str, coords: tuple[ast.Expr, ...], span: Span):
+        tmap = self.tmaps.get(name)
+        values = []
+        for e in coords:
+            value = self.expr(e)
+            self.require_affine(value, e.span, "a TMA coordinate")
+            values.append(value)
+        if tmap is None:
+            if self.taken(name):
+                self.error(dg.WRONG_KIND, f"'{name}' is not a tensormap", span)
+            else:
+                self.unknown(name, span, "tensormap")
+            return None, ()
+        if len(coords) != len(tmap.box):
+            self.error(dg.RANK_MISMATCH, f"tensormap '{name}' takes {len(tmap.box)} "
+                       f"coordinates, got {len(coords)}", span)
+            return None, ()
+        return tmap, tuple(values)
+
+    def match_box(self, tmap: ir.TensorMap, sl: ir.BufferSlice, span: Span) -> int:
+        buf = self.buffers[sl.buffer]
+        tile = buf.shape[len(sl.prefix):]
+        tensor = self.tensors[tmap.tensor]
+        if tuple(tile) != tuple(tmap.box):
+            self.error(dg.BAD_TENSORMAP,
+                       f"'{buf.name}' slice has shape {list(tile)} but tensormap "
+                       f"'{tmap.name}' moves boxes of {list(tmap.box)}", span)
+        if tensor.dtype is not buf.dtype:
+            self.error(dg.DTYPE_MISMATCH,
+                       f"tensormap '{tmap.name}' moves {tensor.dtype.value} but "
+                       f"'{buf.name}' holds {buf.dtype.value}", span)
+        n = 1
+        for d in tmap.box:
+            n *= d
+        return n * tensor.dtype.nbytes
+
+    def indexable(self, name: str, span: Span):
+        if name in self.tensors:
+            t = self.tensors[name]
+            return ir.Space.GLOBAL, t.dtype, len(t.shape)
+        if name in self.buffers:
+            b = self.buffers[name]
+            return ir.Space.SHARED, b.dtype, len(b.shape)
+        if self.taken(name):
+            self.error(dg.WRONG_KIND, f"'{name}' is not a tensor or shared buffer", span)
+        else:
+            self.unknown(name, span, "tensor")
+        return None, None, 0
+
+    def indices(self, exprs, rank: int, name: str, span: Span) -> tuple[ir.Expr, ...]:
+        if len(exprs) != rank:
+            self.error(dg.RANK_MISMATCH,
+                       f"'{name}' has rank {rank} but {len(exprs)} indices were given", span)
+        out = []
+        for e in exprs:
+            value = self.expr(e)
+            self.require_affine(value, e.span, "an index")
+            out.append(value)
+        return tuple(out)
