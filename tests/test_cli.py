@@ -3,7 +3,6 @@ input ever produces a traceback."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -36,10 +35,6 @@ UGLY = ("kernel small(x: global f32[N], y: global f32[N]) where N > 0 "
         "grid ((N+63)/64) block 64 {\n let i = block.x*64+thread; if i<N { y[i] = x[i]*2.0 } }\n")
 
 OOB = SMALL.replace("if i < N", "if i <= N")
-
-
-def has_interp() -> bool:
-    return importlib.util.find_spec("tilesafe.semantics.interp") is not None
 
 
 def subprocess_cli(*args: object, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -289,10 +284,8 @@ def test_verify_with_registered_checkers_on_good_file(cli, tsk):
 
 # ---- run -----------------------------------------------------------------------------------
 
-needs_interp = pytest.mark.skipif(not has_interp(), reason="semantics/interp.py not present")
 
 
-@needs_interp
 def test_run_prints_summary(cli, tsk):
     r = cli("run", tsk(SMALL), "--size", "N=100", "--seed", "3")
     assert r.code == 0, r.out + r.err
@@ -301,7 +294,6 @@ def test_run_prints_summary(cli, tsk):
     assert any(ln.startswith("  y: f32[100]") for ln in lines)
 
 
-@needs_interp
 def test_run_json_and_npz(cli, tsk, tmp_path):
     out = tmp_path / "io.npz"
     r = cli("run", tsk(SMALL), "--size", "N=70", "--format", "json", "--out", out)
@@ -315,7 +307,6 @@ def test_run_json_and_npz(cli, tsk, tmp_path):
     assert np.array_equal(arrays["out_x"], arrays["in_x"])
 
 
-@needs_interp
 def test_run_is_deterministic_per_seed(cli, tsk):
     path = tsk(SMALL)
     a = cli("run", path, "--size", "N=64", "--seed", "1").out
@@ -325,14 +316,12 @@ def test_run_is_deterministic_per_seed(cli, tsk):
     assert a != c
 
 
-@needs_interp
 def test_run_out_of_bounds_exits_1(cli, tsk):
     r = cli("run", tsk(OOB), "--size", "N=100")
     assert r.code == 1
     assert "TS201" in r.out
 
 
-@needs_interp
 def test_run_bad_sizes(cli, tsk):
     path = tsk(SMALL)
     r = cli("run", path, "--size", "N=0")
@@ -412,7 +401,6 @@ def test_public_api(tsk):
         _ = tilesafe.nonexistent
 
 
-@needs_interp
 def test_public_api_run(tsk):
     import tilesafe
 

@@ -7,7 +7,6 @@ be served as asked (an unknown kernel, a bad size list) raises `UsageError`.
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -25,10 +24,6 @@ class UsageError(ValueError):
     """A request that cannot be served as asked (unknown kernel, malformed sizes, ...)."""
 
 
-class Unavailable(RuntimeError):
-    """A stage this request needs is not part of this installation yet."""
-
-
 # ---- loading and linting -------------------------------------------------------------------
 
 
@@ -37,36 +32,15 @@ def load(path: str | Path) -> ir.Program:
     return load_program(path)
 
 
-def _layouts_module() -> Any | None:
-    try:
-        layouts = importlib.import_module("tilesafe.semantics.layouts")
-    except ModuleNotFoundError as err:
-        if err.name == "tilesafe.semantics.layouts":
-            return None
-        raise
-    return layouts
-
-
-def _layout_term(layouts: Any, term: object) -> object:
-    """The frontend's LayoutTerm as the layout module's own term type (same shape)."""
-    target = layouts.LayoutTerm
-    if isinstance(term, ir.LayoutTerm) and not isinstance(term, target):
-        return target(term.head, tuple(_layout_term(layouts, a) for a in term.args))
-    if isinstance(term, tuple):
-        return tuple(_layout_term(layouts, a) for a in term)
-    return term
-
-
 def layout_diagnostics(program: ir.Program) -> list[Diagnostic]:
     """TS030 for every shared buffer whose layout cannot be realised over its shape."""
-    layouts = _layouts_module()
-    if layouts is None:
-        return []
+    from tilesafe.semantics import layouts
+
     diags = []
     for kernel in program.kernels:
         for buf in kernel.shared:
             try:
-                layouts.realize(_layout_term(layouts, buf.layout), buf.shape, buf.dtype.nbytes)
+                layouts.realize(buf.layout, buf.shape, buf.dtype.nbytes)
             except layouts.LayoutError as err:
                 diags.append(Diagnostic(dg.BAD_LAYOUT, f"layout of '{buf.name}' ({buf.layout}) "
                                         f"does not fit {buf.dtype.value}{list(buf.shape)}: {err}",
@@ -178,17 +152,6 @@ def select_kernel(program: ir.Program, name: str | None) -> ir.Kernel:
     raise UsageError(f"no kernel '{name}' in {program.path}; kernels: {', '.join(names)}")
 
 
-def _interp_module() -> Any:
-    try:
-        interp = importlib.import_module("tilesafe.semantics.interp")
-    except ModuleNotFoundError as err:
-        if err.name == "tilesafe.semantics.interp":
-            raise Unavailable("the reference interpreter (tilesafe.semantics.interp) is not "
-                              "installed") from None
-        raise
-    return interp
-
-
 @dataclass(frozen=True)
 class RunRecord:
     """A run with what went into it: the kernel, sizes, seed and the random inputs."""
@@ -213,7 +176,7 @@ def run_detailed(path: str | Path, sizes: Mapping[str, int] | str, seed: int = 0
         sizes = parse_sizes(sizes)
     program = checked_program(path)
     k = select_kernel(program, kernel)
-    interp = _interp_module()
+    from tilesafe.semantics import interp
     interp.check_where(k, dict(sizes))  # InterpError TS200: sizes missing, unknown or bad
     if inputs_kind == "distinct":
         from tilesafe.semantics.spec_inputs import value_inputs
@@ -327,7 +290,7 @@ def run_gpu(path: str | Path, sizes: Mapping[str, int] | str, seed: int = 0,
         names = "; ".join(f"{o.code or '-'} {o.name}" for o in res.failing)
         raise UsageError(f"refusing to run unverified code (not proved: {names}); pass "
                          "--unverified to run it anyway")
-    interp = _interp_module()
+    from tilesafe.semantics import interp
     interp.check_where(res.kernel, dict(sizes))
     spec = bind(res.kernel, res.compiled, sizes)
     inputs = interp.random_inputs(res.kernel, dict(sizes), np.random.default_rng(seed))

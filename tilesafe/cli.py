@@ -174,9 +174,6 @@ def _cmd_run(args: argparse.Namespace, out: _Out) -> int:
             return _run_gpu(args, out, sizes)
         rec = api.run_detailed(args.file, sizes, seed=args.seed, kernel=args.kernel,
                                inputs_kind=args.inputs)
-    except api.Unavailable as err:
-        out.error(f"run: {err}")
-        return USAGE
     except DiagnosticError:
         raise
     except Exception as err:  # the interpreter's InterpError: the kernel failed at run time
@@ -196,7 +193,7 @@ def _cmd_run(args: argparse.Namespace, out: _Out) -> int:
             for key, value in detail.items():
                 out.line(f"     {key}: {value}")
         return status
-    interp = api._interp_module()
+    from tilesafe.semantics import interp
     summary = interp.summarize(rec.result)
     saved = None
     if args.out:
