@@ -14,6 +14,7 @@ import difflib
 import json
 import os
 import sys
+import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
@@ -436,28 +437,96 @@ def verify_entries(args: argparse.Namespace, out: _Out, recorder: Any = None
                    ) -> tuple[list[Any], list[Diagnostic], int]:
     """Every obligation of every kernel of the inputs, the diagnostics of the files that do
     not load, and how many files did: what `verify` and `report` share. A certificate
-    `recorder` is told which kernel the searches that follow belong to."""
+    `recorder` is told which kernel the searches that follow belong to. With `--jobs N`
+    (and no recorder, which must see every search in this process) files are verified in N
+    worker processes; results keep the order of the inputs either way. On a terminal, a
+    progress line on standard error names each file as it finishes."""
+    only = _only(args.only)
+    options = _check_options(args)
+    files = _inputs(args.files, out.stdin)
+    jobs = getattr(args, "jobs", 1)
+    if jobs < 1:
+        raise _Usage(f"--jobs must be at least 1, got {jobs}")
+    shown = _Progress(out.err, len(files))
+    results: list[tuple[list[Any], list[Diagnostic], int]]
+    if jobs > 1 and recorder is None and len(files) > 1:
+        results = _verify_parallel(files, only, options, jobs, shown)
+    else:
+        results = []
+        for path, text in files:
+            start = time.monotonic()
+            results.append(verify_file(path, text, only, options, recorder))
+            shown.done(path, time.monotonic() - start)
+    shown.close()
+    entries = [e for r in results for e in r[0]]
+    diags = [d for r in results for d in r[1]]
+    return entries, diags, sum(r[2] for r in results)
+
+
+def verify_file(path: str, text: str | None, only: tuple[str, ...] | None, options: Any,
+                recorder: Any = None) -> tuple[list[Any], list[Diagnostic], int]:
+    """One file: its entries, its diagnostics if it does not load, and 1 if it did."""
     from tilesafe import api
     from tilesafe.proofs import report
 
-    only = _only(args.only)
-    options = _check_options(args)
-    entries: list[report.Entry] = []
-    diags: list[Diagnostic] = []
-    loaded = 0
-    for path, text in _inputs(args.files, out.stdin):
-        try:
-            program = api.checked_program(path, text)
-        except DiagnosticError as err:
-            diags.extend(err.diagnostics)
-            continue
-        loaded += 1
-        for kernel in program.kernels:
-            if recorder is not None:
-                recorder.kernel(path, kernel.name)
-            for o in api.verify_kernel(kernel, options, only):
-                entries.append(report.Entry(path, kernel.name, o))
-    return entries, diags, loaded
+    try:
+        program = api.checked_program(path, text)
+    except DiagnosticError as err:
+        return [], list(err.diagnostics), 0
+    entries = []
+    for kernel in program.kernels:
+        if recorder is not None:
+            recorder.kernel(path, kernel.name)
+        for o in api.verify_kernel(kernel, options, only):
+            entries.append(report.Entry(path, kernel.name, o))
+    return entries, [], 1
+
+
+# A worker's wall-clock limit per file: the checkers bound their own searches (--timeout and
+# the other budgets), so this only catches a worker that never answers.
+WORKER_LIMIT_S = 24 * 3600.0
+
+
+def _verify_task(task: tuple, progress: Any) -> tuple[list[Any], list[Diagnostic], int]:
+    return verify_file(*task)
+
+
+def _verify_parallel(files: list[tuple[str, str | None]], only: tuple[str, ...] | None,
+                     options: Any, jobs: int, shown: _Progress
+                     ) -> list[tuple[list[Any], list[Diagnostic], int]]:
+    """Files in worker processes (tilesafe/mutation/pool.py: a worker that crashes is an
+    internal error, as it would be in this process)."""
+    from tilesafe.mutation.pool import run_tasks
+
+    tasks = [(path, text, only, options) for path, text in files]
+    results: list[Any] = [None] * len(tasks)
+    for outcome in run_tasks(_verify_task, tasks, jobs, WORKER_LIMIT_S):
+        if outcome.status != "ok":
+            raise RuntimeError(f"verifying {files[outcome.index][0]} failed in a worker "
+                               f"({outcome.status}): {outcome.error}")
+        results[outcome.index] = outcome.value
+        shown.done(files[outcome.index][0], outcome.seconds)
+    return results
+
+
+class _Progress:
+    """`[k/n] path (seconds)` on one rewritten line of a terminal; silent when standard
+    error is not one (a log or a pipe gets only the results)."""
+
+    def __init__(self, err: TextIO, total: int) -> None:
+        self.err, self.total, self.count = err, total, 0
+        self.on = total > 1 and bool(getattr(err, "isatty", lambda: False)())
+
+    def done(self, path: str, seconds: float) -> None:
+        self.count += 1
+        if self.on:
+            self.err.write(f"\r\x1b[K[{self.count}/{self.total}] {path} ({seconds:.1f} s)")
+            self.err.flush()
+
+    def close(self) -> None:
+        if self.on and self.count:
+            self.err.write("\r\x1b[K")
+            self.err.flush()
 
 
 def _cmd_verify(args: argparse.Namespace, out: _Out) -> int:
@@ -649,6 +718,9 @@ def _parser() -> argparse.ArgumentParser:
                              "(SMT-LIB 2, ISL and linear integer arithmetic, state graphs); "
                              "re-check them with `tilesafe check-certificates DIR`")
     _add_budgets(verify)
+    verify.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
+                        help="verify files in N worker processes (default 1; not with "
+                             "--certificates, whose recording needs one process)")
 
     check = sub.add_parser("check-certificates",
                            help="re-check certificates written by verify --certificates",
