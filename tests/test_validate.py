@@ -80,6 +80,7 @@ class Bug:
 
 
 P2 = "corpus/good/pipeline2.tsk"
+PS = "corpus/good/persistent_strided.tsk"
 ARRIVE = "\tmbarrier.arrive.expect_tx.shared::cta.b64 _, [%r18], 8192;  // 39:7 arrive expect_tx\n"
 BUGS = [
     Bug("store address off by one element", P2, "\tadd.s64 %rd59, %rd58, %rd75;\n",
@@ -134,6 +135,15 @@ BUGS = [
         "st.global.b16 [%rd61], %h77;", "TS720"),
     Bug("wait_group count", "corpus/good/tma_store_pipeline.tsk", "wait_group.read 1;",
         "wait_group.read 0;", "TS729"),
+    # the persistent kernel whose store address timed out before the loop bound inside
+    # its execution condition narrowed the tile counter (narrow.py): still refuted
+    Bug("persistent column stride", PS, "mul.lo.s32 %r44, 4, %r43;",
+        "mul.lo.s32 %r44, 3, %r43;", "TS721",
+        ("N", "block.x", "iteration of t (49:5)", "PTX address", "IR address")),
+    Bug("persistent column mask", PS, "and.b32 %r73, %r57, 63;", "and.b32 %r73, %r57, 31;",
+        "TS721", ("N", "thread", "PTX address", "IR address")),
+    Bug("persistent trip count rounded down", PS, "add.s32 %r41, %r40, 3;",
+        "add.s32 %r41, %r40, 0;", "TS727", ("N", "block.x", "iteration of t (49:5)")),
 ]
 
 
@@ -210,6 +220,18 @@ def test_refuted_addresses_differ_concretely() -> None:
     # the wrap needs more than 2^31 elements before the row: replay it
     row = cex["block.x"] * 64 + (cex["thread"] - 32) // 64
     assert row * cex["N"] >= 2**31
+
+
+def test_persistent_column_refuted_where_the_stride_shows() -> None:
+    """The wrong block stride (c = (block.x + 3 t) * 64 for (block.x + 4 t) * 64) is
+    refuted at an instance whose addresses differ by exactly the missing 64 t columns."""
+    kernel, ptx = compiled(PS)
+    bug = next(b for b in BUGS if b.name == "persistent column stride")
+    obs = validate_ptx(kernel, mutate(ptx, bug))
+    cex = next(o for o in obs if o.verdict is Verdict.REFUTED and o.code == "TS721"
+               ).counterexample
+    t = next(v for k, v in cex.items() if k.startswith("iteration of t "))
+    assert t > 0 and cex["IR address"] - cex["PTX address"] == 2 * 64 * t
 
 
 INPLACE = """kernel inplace(x: global f32[N], y: global f32[N])

@@ -19,28 +19,52 @@ Two views of a w-bit term t:
 
 Anything else (xor of non-exact values, division, ite, floats) has no view: the caller then
 keeps the bit-vector encoding.
+
+Where interval analysis cannot show a reading exact, `modular_deferred` returns the reading
+together with the range conditions it rests on (`Fit`s): the caller proves them as a
+separate question in integer arithmetic (nia.py) -- a no-overflow obligation -- and uses
+the reading only if they hold. Intervals forget relations between leaves: a row-major
+index row * N + col in 32-bit registers is below 2^31 because row < M, col < N and
+M * N <= 2^31, which no product of intervals shows.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from tilesafe.codegen.validate import encode
 from tilesafe.codegen.validate import terms as T
 from tilesafe.codegen.validate.terms import Term
 
 
+@dataclass(frozen=True)
+class Fit:
+    """The condition lo <= term <= hi (integers) on which a deferred reading rests."""
+
+    term: Term
+    lo: int
+    hi: int
+
+
 class _Lifter:
-    def __init__(self, bounds: encode.Bounds | None = None) -> None:
+    def __init__(self, bounds: encode.Bounds | None = None, defer: bool = False) -> None:
         self.mod: dict[int, Term | None] = {}
         self.ex: dict[int, Term | None] = {}
         self.bounds = bounds or {}
+        self.defer = defer
+        self.pending: list[Fit] = []
 
     def fits(self, x: Term, w: int, signed: bool = True) -> bool:
         if x.w != T.INT:
             return False
         lo, hi = encode.intervals([x], self.bounds)[id(x)]
-        if signed:
-            return -(1 << (w - 1)) <= lo and hi < (1 << (w - 1))
-        return 0 <= lo and hi < (1 << w)
+        want = (-(1 << (w - 1)), (1 << (w - 1)) - 1) if signed else (0, (1 << w) - 1)
+        if want[0] <= lo and hi <= want[1]:
+            return True
+        if self.defer:
+            self.pending.append(Fit(x, *want))
+            return True
+        return False
 
     def modular(self, t: Term) -> Term | None:
         if id(t) in self.mod:
@@ -141,6 +165,18 @@ def _mask(x: Term, m: int, w: int) -> Term | None:
 def modular(t: Term, bounds: encode.Bounds | None = None) -> Term | None:
     """An integer congruent to t modulo 2^width, or None (`bounds`: narrow.py)."""
     return _Lifter(bounds).modular(t)
+
+
+def modular_deferred(t: Term, bounds: encode.Bounds | None = None
+                     ) -> tuple[Term | None, tuple[Fit, ...]]:
+    """Like `modular`, but a reading interval analysis cannot show exact is taken with the
+    condition that makes it exact: (reading, conditions), valid where every condition
+    holds (the caller proves them), or (None, ()) where there is no integer view at all."""
+    lifter = _Lifter(bounds, defer=True)
+    r = lifter.modular(t)
+    if r is None:
+        return None, ()
+    return r, tuple(dict.fromkeys(lifter.pending))
 
 
 def exact(t: Term, bounds: encode.Bounds | None = None) -> Term | None:

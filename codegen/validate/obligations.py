@@ -32,7 +32,7 @@ import z3
 
 from tilesafe.checkers.obligation import Obligation, Verdict
 from tilesafe.codegen.validate import cfg as cfgmod
-from tilesafe.codegen.validate import encode, lift, narrow
+from tilesafe.codegen.validate import encode, lift, narrow, nia
 from tilesafe.codegen.validate import spec as specmod
 from tilesafe.codegen.validate import terms as T
 from tilesafe.codegen.validate.layout_terms import LayoutUnsupported
@@ -78,6 +78,9 @@ ONCE_KINDS = {"st", "mbar.init", "mbar.arrive", "mbar.expect_tx", "bar.sync", "b
               "tma.load", "tma.store", "commit", "wait_group"}
 _MEMORY_OPS = {"ld", "st", "atom", "red", "mbarrier", "cp", "bar", "barrier", "fence", "membar",
                "elect", "prefetch", "tensormap"}
+# A no-overflow question the integer solver has not settled by then is left to the
+# bit-vector encoding (they take milliseconds when they hold).
+NIA_MS = 2000
 _SMEM_DECL = re.compile(r"Dynamic shared memory:\s*(\d+)\s*bytes")
 _LD_TYPES = {ir.DType.F16: {"b16", "f16"}, ir.DType.BF16: {"b16"}, ir.DType.F32: {"f32", "b32"},
              ir.DType.I32: {"s32", "b32", "u32"}, ir.DType.U8: {"u8", "s8", "b8"}}
@@ -695,8 +698,7 @@ class _Validator:
             got = self.p(ev.ops["addr"])  # type: ignore[arg-type]
             rest = got.args[1 - got.args.index(base)] if got.op == "add" and base in \
                 got.args else None
-            lifted = lift.modular(rest, narrow.bounds_from(hyps)) if rest is not None \
-                else None
+            lifted = self.integer_view(rest, hyps) if rest is not None else None
             if lifted is not None:
                 # got = base + rest with rest = lifted (mod 2^64): compare the offsets as
                 # integers modulo 2^64 (lift.py says why this is the same question)
@@ -755,6 +757,22 @@ class _Validator:
                     same("thread count", ev.ops["count"],  # type: ignore[arg-type]
                          T.const_int(self.k.block if want is None else want))
         return T.and_(*parts), shown
+
+    def integer_view(self, t: Term, hyps: list[Term]) -> Term | None:
+        """lift.py's integer reading of `t` under the question's hypotheses, or None (the
+        caller keeps bit-vectors). Where intervals cannot show it exact, its no-overflow
+        conditions are proved first, as their own question in integer arithmetic (nia.py)."""
+        bounds = narrow.bounds_from(hyps)
+        lifted = lift.modular(t, bounds)
+        if lifted is not None:
+            return lifted
+        lifted, fits = lift.modular_deferred(t, bounds)
+        left = self.budget.left_ms()
+        if lifted is None or left <= 0:
+            return None
+        self.budget.queries += 1
+        timeout = min(self.budget.per_query_ms, NIA_MS, left)
+        return lifted if nia.prove(hyps, fits, bounds, timeout) else None
 
     # -- ld.global.nc -----------------------------------------------------------------------
 
