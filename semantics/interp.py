@@ -518,7 +518,10 @@ class _Block:
                     raise self._annotate(self._deadlock(stuck))
                 return
             if copies and not ready and not passable and not blocked:
-                self._exit_with_copies()
+                try:
+                    self._exit_with_copies()
+                except InterpError as exc:
+                    raise self._annotate(exc) from None
             if run.step >= run.max_steps:
                 raise self._annotate(self.err(E.STEP_LIMIT, f"step limit {run.max_steps} "
                                               "reached", self.kernel.span, None))

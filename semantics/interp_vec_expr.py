@@ -98,7 +98,8 @@ def fabs(a: Any) -> Any:
 
 def f16_bits(x: np.ndarray) -> np.ndarray:
     """f32 -> f16 patterns, nearest even, overflow to inf, NaN -> 0x7FFF (codec's rule)."""
-    bits = np.asarray(x, dtype=np.float32).astype(np.float16).view(np.uint16)
+    with np.errstate(over="ignore", invalid="ignore"):
+        bits = np.asarray(x, dtype=np.float32).astype(np.float16).view(np.uint16)
     return np.where(np.isnan(x), np.uint16(fp.F16_NAN_BITS), bits)
 
 
