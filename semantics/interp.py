@@ -163,7 +163,6 @@ def run_kernel(
     """
     grid = check_where(kernel, sizes)
     shapes = tensor_shapes(kernel, sizes)
-    arrays: dict[str, np.ndarray] = {}
     for t in kernel.params:
         if t.name not in inputs:
             raise ValueError(f"no input array for global tensor '{t.name}'")
@@ -172,13 +171,19 @@ def run_kernel(
         if a.shape != shapes[t.name] or a.dtype != want:
             raise ValueError(f"tensor '{t.name}' must be {np.dtype(want).name}"
                              f"{list(shapes[t.name])}, got {a.dtype.name}{list(a.shape)}")
-        arrays[t.name] = np.array(a, dtype=want, order="C", copy=True)
+
+    def fresh() -> dict[str, np.ndarray]:
+        """Private copies of the inputs (the run updates them in place)."""
+        return {t.name: np.array(inputs[t.name], dtype=NUMPY_DTYPE[t.dtype], order="C",
+                                 copy=True) for t in kernel.params}
+
+    arrays = fresh()
     fallback = _engine_choice(kernel, sizes, grid, engine, seed, schedule, record_trace,
                               policy, guide)
     if fallback is None:
         from tilesafe.semantics.interp_vec import run_vector
 
-        tensors, steps, record = run_vector(kernel, sizes, grid, arrays, seed=seed,
+        tensors, steps, record = run_vector(kernel, sizes, grid, arrays, fresh, seed=seed,
                                             max_steps=max_steps)
         return RunResult(tensors, steps, record, None, grid,
                          {t.name: t.dtype for t in kernel.params}, "vector")

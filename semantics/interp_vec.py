@@ -37,7 +37,7 @@ order holds by construction.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -48,11 +48,11 @@ from tilesafe.semantics import interp_error as E
 from tilesafe.semantics.evaluate import EvalError
 from tilesafe.semantics.interp_error import InterpError
 from tilesafe.semantics.interp_io import tensor_usage
-from tilesafe.semantics.interp_vec_data import DataOps, OrderConflict
+from tilesafe.semantics.interp_vec_data import DataOps
 from tilesafe.semantics.interp_vec_expr import int_bound_problem
 from tilesafe.semantics.interp_vec_prog import VISIBLE, Kind, Program, lower, unsupported
 from tilesafe.semantics.interp_vec_record import Record
-from tilesafe.semantics.interp_vec_state import Batch, Group, VGlobal
+from tilesafe.semantics.interp_vec_state import Batch, Group, OrderConflict, VGlobal
 from tilesafe.semantics.interp_vec_sync import Blocked, SyncOps
 from tilesafe.semantics.interp_vec_tma import TmaOps, exit_with_copies, perform
 from tilesafe.semantics.smem import plan_shared
@@ -69,10 +69,13 @@ def vector_unsupported(kernel: ir.Kernel, sizes: Mapping[str, int],
 
 
 def run_vector(kernel: ir.Kernel, sizes: Mapping[str, int], grid: tuple[int, ...],
-               inputs: Mapping[str, np.ndarray], *, seed: int | None, max_steps: int
+               arrays: dict[str, np.ndarray], fresh: Callable[[], dict[str, np.ndarray]],
+               *, seed: int | None, max_steps: int
                ) -> tuple[dict[str, np.ndarray], int, Record]:
-    """(final tensors, steps, schedule record) of one vector run; InterpError as the scalar
-    engine raises it on the recorded schedule (`.schedule` and `.steps` set)."""
+    """(final tensors, steps, schedule record) of one vector run, on `arrays` (private
+    copies of the inputs, updated in place) or, when a first attempt must be run again, on
+    `fresh()` copies; InterpError as the scalar engine raises it on the recorded schedule
+    (`.schedule` and `.steps` set)."""
     read, written = tensor_usage(kernel)
     plan = plan_shared(kernel.shared)
     prog = lower(kernel, written)
@@ -81,8 +84,9 @@ def run_vector(kernel: ir.Kernel, sizes: Mapping[str, int], grid: tuple[int, ...
     if not read & written and nblocks > 1:
         batch = max(1, min(nblocks, BATCH_LANES // kernel.block, BATCH_SMEM // plan.total))
     exact: set[int] = set()
+    tensors = arrays
     while True:
-        launch = _Launch(kernel, dict(sizes), grid, inputs, prog, plan, batch, exact,
+        launch = _Launch(kernel, dict(sizes), grid, tensors, prog, plan, batch, exact,
                          seed, max_steps)
         try:
             return launch.run()
@@ -91,6 +95,7 @@ def run_vector(kernel: ir.Kernel, sizes: Mapping[str, int], grid: tuple[int, ...
         except _Inexact as inexact:
             assert inexact.gstep not in exact
             exact.add(inexact.gstep)
+        tensors = fresh()
 
 
 class _Rerun(Exception):
@@ -113,7 +118,7 @@ class _Launch:
                  exact: set[int], seed: int | None, max_steps: int) -> None:
         self.kernel, self.grid, self.prog, self.plan = kernel, grid, prog, plan
         self.batch, self.exact, self.max_steps = batch, exact, max_steps
-        self.arrays = {t.name: np.array(inputs[t.name], copy=True) for t in kernel.params}
+        self.arrays = dict(inputs)
         self.globals = {t.name: VGlobal(t, self.arrays[t.name]) for t in kernel.params}
         self.track_proxy = any(isinstance(n.stmt, ir.TmaStore) for n in prog.nodes)
         data = DataOps(kernel, sizes, plan, self.globals, batch > 1)
@@ -135,6 +140,8 @@ class _Launch:
         total = int(np.prod(self.grid))
         with np.errstate(all="ignore"):
             for first in range(0, total, self.batch):
+                for gl in self.globals.values():
+                    gl.order.begin_batch()
                 st = Batch(self.kernel, self.grid, self.plan, first,
                            min(self.batch, total - first), self.track_proxy)
                 _Scheduler(self, st).execute()

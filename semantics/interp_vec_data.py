@@ -39,11 +39,6 @@ class Outcome:
     blocked: Any = None  # interp_vec_sync.Blocked
 
 
-class OrderConflict(Exception):
-    """A batched run wrote an element after a later block of the launch had written it:
-    the scalar engine's block order would keep the other value (re-run block by block)."""
-
-
 def split(node: Node, lanes: np.ndarray, mask: np.ndarray) -> Go:
     return [(node.next, lanes[mask]), (node.alt, lanes[~mask])]
 
@@ -297,12 +292,7 @@ class DataOps:
         def commit(g: Group, lanes: np.ndarray, w: np.ndarray, v: np.ndarray) -> None:
             if batched:
                 st = g.st
-                who = st.first + lanes // st.nthreads + 1
-                if gl.last is None:
-                    gl.last = np.zeros(gl.bits.shape, np.int64)
-                if np.any(gl.last[w] > who):
-                    raise OrderConflict()
-                gl.last[w] = who
+                gl.order.claim(w, st.first + lanes // st.nthreads + 1)
             gl.write(w, v)
 
         return commit

@@ -27,6 +27,56 @@ from tilesafe.semantics.mbarrier import MbarrierError, MbarrierState
 from tilesafe.semantics.smem import SMEM_POISON, SmemPlan, bits_view
 
 
+class OrderConflict(Exception):
+    """A batched run wrote an element after a later block of the launch had written it:
+    the scalar engine's block order would keep the other value (re-run block by block)."""
+
+
+class WriteOrder:
+    """Which block of the current batch wrote each element of a tensor last, to check that
+    the writes to every element come in launch order (blocks of a batch run side by side).
+
+    A step whose elements increase with the lanes (each written once, in block order) and
+    lie outside everything the batch wrote before cannot break the order: it is only
+    remembered. The per-element array is built when a step falls inside that range."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.last: np.ndarray | None = None  # 1 + launch index of the last writer
+        self.pending: list[tuple[np.ndarray, Any]] = []
+        self.hull: tuple[int, int] | None = None
+
+    def begin_batch(self) -> None:
+        """Earlier batches' blocks come before every block of the next one."""
+        if self.last is not None:
+            self._materialise()
+        self.pending, self.hull = [], None
+
+    def claim(self, w: np.ndarray, who: Any) -> None:
+        """Elements `w` are written by blocks `who` (1 + launch index), in this order."""
+        if not len(w):
+            return
+        lo, hi = int(w[0]), int(w[-1])
+        if self.last is None and (len(w) == 1 or bool(np.all(w[1:] > w[:-1]))) and (
+                self.hull is None or hi < self.hull[0] or lo > self.hull[1]):
+            self.pending.append((w, who))
+            self.hull = (lo, hi) if self.hull is None else (min(lo, self.hull[0]),
+                                                             max(hi, self.hull[1]))
+            return
+        self._materialise()
+        assert self.last is not None
+        if np.any(self.last[w] > who):
+            raise OrderConflict()
+        self.last[w] = who
+
+    def _materialise(self) -> None:
+        if self.last is None:
+            self.last = np.zeros(self.size, np.int32)
+        for pw, pwho in self.pending:
+            self.last[pw] = pwho
+        self.pending = []
+
+
 class VGlobal:
     """A global tensor: its array, flat views, and vectorised element reads and writes."""
 
@@ -39,8 +89,7 @@ class VGlobal:
         raw = array.reshape(-1).view(np.uint8)
         self.bits = bits_view(raw, tensor.dtype.nbytes)
         self.read, self.write = vector_codec(tensor.dtype, raw)
-        # Batched runs: 1 + the launch index of the block that wrote each element last.
-        self.last: np.ndarray | None = None
+        self.order = WriteOrder(self.bits.size)  # batched runs: writes in launch order
 
 
 def vector_codec(dtype: ir.DType, raw: np.ndarray
@@ -266,11 +315,15 @@ class Batch:
             self.rel[lanes] += 1
 
     def finish(self, lanes: np.ndarray) -> None:
+        lo, n = int(lanes[0]), len(lanes)
+        if int(lanes[-1]) - lo + 1 == n:  # a range of lanes: count per block by arithmetic
+            self.done[lo:lo + n] = True
+            nt = self.nthreads
+            edges = np.clip(np.arange(self.nblocks + 1) * nt, lo, lo + n)
+            self.live -= np.diff(edges)
+            return
         self.done[lanes] = True
-        if self.nblocks == 1:
-            self.live[0] -= len(lanes)
-        else:
-            self.live -= np.bincount(lanes // self.nthreads, minlength=self.nblocks)
+        self.live -= np.bincount(lanes // self.nthreads, minlength=self.nblocks)
 
     def block_order(self, key: tuple, tids: list[int]) -> None:
         if self.order is not None:

@@ -14,7 +14,6 @@ the scalar engine's list of unfenced writes, kept per byte.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -22,9 +21,10 @@ import numpy as np
 from tilesafe.frontend import ir
 from tilesafe.semantics import interp_error as E
 from tilesafe.semantics import tma_rules
+from tilesafe.semantics.interp import _box_offsets  # one cache for both engines
 from tilesafe.semantics.interp_error import InterpError
 from tilesafe.semantics.interp_io import tensormap_spec
-from tilesafe.semantics.interp_vec_data import DataOps, OrderConflict, Outcome
+from tilesafe.semantics.interp_vec_data import DataOps, Outcome
 from tilesafe.semantics.interp_vec_prog import Node
 from tilesafe.semantics.interp_vec_state import Batch, Group, VGlobal
 from tilesafe.semantics.interp_vec_sync import Blocked, SyncOps
@@ -46,13 +46,6 @@ class VCopy:
     def key(self) -> tuple[int, str]:
         """Copies with equal keys are performed together (one step each, in order)."""
         return (self.pc, self.kind if self.kind == "load" or not self.read_done else "write")
-
-
-@functools.lru_cache(maxsize=256)
-def _box_offsets(box: tuple[int, ...], eb: int, swizzle: str, base: int) -> np.ndarray:
-    out = np.array(tma_rules.box_arrangement(box, eb, swizzle, base), dtype=np.int64)
-    out.flags.writeable = False
-    return out
 
 
 class TmaOps:
@@ -290,12 +283,7 @@ def perform(st: Batch, c: VCopy, batched: bool) -> bool:
         return False
     flat = c.flat[c.mask]
     if batched:
-        who = st.first + c.row + 1
-        if g.last is None:
-            g.last = np.zeros(g.bits.shape, np.int64)
-        if np.any(g.last[flat] > who):
-            raise OrderConflict()
-        g.last[flat] = who
+        g.order.claim(flat, st.first + c.row + 1)
     g.bits[flat] = c.data[c.mask]
     c.write_done = True
     _rekey(st, old, None)
