@@ -16,7 +16,9 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+import numpy as np
 
 from tilesafe.frontend import ir
 from tilesafe.frontend.span import Span
@@ -72,12 +74,24 @@ class Lane:
 
 @dataclass
 class WarpAccess:
-    """One warp executing the access once: lanes by lane number."""
+    """One warp executing the access once, as arrays over its 32 lanes: which lanes take
+    part (`present`), their logical coordinates (`coords`, one row per lane), whether they
+    are active with every evaluable guard evaluated (`concrete`), and their loop variables'
+    values (`values`). `lanes` gives the same as Lane records (for counterexamples)."""
 
     context: int
     warp: int
     iteration: tuple[int, ...]  # iteration indices of the enclosing loops
-    lanes: dict[int, Lane] = field(default_factory=dict)
+    present: np.ndarray
+    coords: np.ndarray
+    concrete: np.ndarray
+    values: np.ndarray
+
+    @functools.cached_property
+    def lanes(self) -> dict[int, Lane]:
+        return {int(ln): Lane(tuple(int(c) for c in self.coords[ln]), bool(self.concrete[ln]),
+                              tuple(int(v) for v in self.values[ln]))
+                for ln in np.flatnonzero(self.present)}
 
 
 @dataclass
@@ -181,58 +195,87 @@ def evaluate_site(kernel: ir.Kernel, site: Site, lets: Mapping[int, ir.Expr],
     contexts = [Context(sizes, b) for b in (_blocks(grid) if corners else [(0, 0, 0)])]
     index_fns = [compile_expr(i, lets) for i in site.indices]
     shape = kernel.buffer(site.buffer).shape
-    instances: dict[tuple[int, int, tuple[int, ...]], WarpAccess] = {}
+    threads = np.asarray(site_threads(kernel, site), dtype=np.int64)
+    instances: list[WarpAccess] = []
     truncated: dict[str, tuple[int, int]] = {}
-    out_of_bounds = 0
+    oob = [0]
     budget = [MAX_LANE_EVALS]
     env = LaneEnv(sizes)
+    env.thread = threads
+    warps = threads // 32
 
-    def leaf(ci: int, iters: tuple[int, ...], values: tuple[int, ...]) -> None:
-        nonlocal out_of_bounds
-        if not all(bool(f(env)) == pos for f, pos in static):
+    def leaf(ci: int, active: np.ndarray, iters: tuple[int, ...],
+             values: tuple[np.ndarray, ...]) -> None:
+        for f, pos in static:
+            active = active & (np.broadcast_to(f(env), threads.shape).astype(bool) == pos)
+        if not active.any():
             return
-        coord = tuple(f(env) for f in index_fns)
-        if not all(0 <= c < e for c, e in zip(coord, shape, strict=True)):
-            out_of_bounds += 1  # the access checker reports it (TS202); not a bank question
-            return
-        concrete = all(bool(f(env)) == pos for f, pos in by_context)
-        warp = env.thread // 32
-        inst = instances.get((ci, warp, iters))
-        if inst is None:
-            inst = instances[(ci, warp, iters)] = WarpAccess(ci, warp, iters)
-        inst.lanes[env.thread % 32] = Lane(coord, concrete, values)
+        coord = [np.broadcast_to(np.asarray(f(env), dtype=np.int64), threads.shape)
+                 for f in index_fns]
+        inb = np.ones(threads.shape, bool)
+        for c, e in zip(coord, shape, strict=True):
+            inb &= (c >= 0) & (c < e)
+        oob[0] += int((active & ~inb).sum())  # TS202 is the access checker's; not banks'
+        active = active & inb
+        concrete = np.ones(threads.shape, bool)
+        for f, pos in by_context:
+            concrete &= np.broadcast_to(f(env), threads.shape).astype(bool) == pos
+        coords = np.stack(coord, axis=1) if coord else np.zeros((len(threads), 0), np.int64)
+        vals = (np.stack([np.broadcast_to(v, threads.shape) for v in values], axis=1)
+                if values else np.zeros((len(threads), 0), np.int64))
+        for w in np.unique(warps[active]):
+            rows = np.flatnonzero(active & (warps == w))
+            lanes = threads[rows] % 32
+            present = np.zeros(32, bool)
+            present[lanes] = True
+            c32 = np.zeros((32, coords.shape[1]), np.int64)
+            c32[lanes] = coords[rows]
+            k32 = np.zeros(32, bool)
+            k32[lanes] = concrete[rows]
+            v32 = np.zeros((32, vals.shape[1]), np.int64)
+            v32[lanes] = vals[rows]
+            instances.append(WarpAccess(ci, int(w), iters, present, c32, k32, v32))
 
-    def walk(ci: int, depth: int, iters: tuple[int, ...], values: tuple[int, ...]) -> None:
+    def walk(ci: int, depth: int, active: np.ndarray, iters: tuple[int, ...],
+             values: tuple[np.ndarray, ...]) -> None:
+        """Every thread at once: iteration i of a loop runs in the lanes whose trip count
+        exceeds i (lock-step, as a warp executes it)."""
         if depth == len(plans):
-            budget[0] -= 1
-            leaf(ci, iters, values)
+            budget[0] -= int(active.sum())
+            leaf(ci, active, iters, values)
             return
         lp = plans[depth]
-        lo, hi = lp.lo(env), lp.hi(env)
-        trip = max(0, -(-(hi - lo) // lp.loop.step))
+        lo = np.broadcast_to(np.asarray(lp.lo(env), dtype=np.int64), threads.shape)
+        hi = np.broadcast_to(np.asarray(lp.hi(env), dtype=np.int64), threads.shape)
+        trip = np.maximum(0, -(-(hi - lo) // lp.loop.step))
         limit = LOOP_CAP if lp.checks is None else lp.checks
-        n = min(trip, limit)
+        want = np.minimum(trip, limit)
+        most = int(want[active].max()) if active.any() else 0
         uid = lp.loop.var.uid
-        for i in range(n):
+        done = most
+        for i in range(most):
             if budget[0] <= 0:
-                n = i
+                done = i
                 break
-            env.loops[uid] = lo + i * lp.loop.step
-            walk(ci, depth + 1, iters + (i,), values + (lo + i * lp.loop.step,))
+            value = lo + i * lp.loop.step
+            env.loops[uid] = value
+            walk(ci, depth + 1, active & (want > i), iters + (i,), values + (value,))
         env.loops.pop(uid, None)
-        if n < min(trip, limit) or (n < trip and lp.checks is None):
-            seen = truncated.get(lp.loop.var.name, (n, trip))
-            truncated[lp.loop.var.name] = (min(seen[0], n), max(seen[1], trip))
+        n = np.minimum(want, done)
+        cut = active & ((n < want) | ((n < trip) & (lp.checks is None)))
+        if cut.any():
+            seen = truncated.get(lp.loop.var.name, (int(n[cut].min()), int(trip[cut].max())))
+            truncated[lp.loop.var.name] = (min(seen[0], int(n[cut].min())),
+                                           max(seen[1], int(trip[cut].max())))
 
-    threads = site_threads(kernel, site)
-    for ci, ctx in enumerate(contexts):
-        env.block = ctx.block
-        for t in threads:
-            env.thread = t
-            walk(ci, 0, (), ())
-    ordered = sorted(instances.values(), key=lambda x: (x.context, x.warp, x.iteration))
-    return SiteEval(site, ordered, contexts, plans, data_guards, context_guards, truncated,
-                 out_of_bounds, corners, size_dep)
+    everyone = np.ones(threads.shape, bool)
+    with np.errstate(all="ignore"):
+        for ci, ctx in enumerate(contexts):
+            env.block = ctx.block
+            walk(ci, 0, everyone, (), ())
+    instances.sort(key=lambda x: (x.context, x.warp, x.iteration))
+    return SiteEval(site, instances, contexts, plans, data_guards, context_guards, truncated,
+                    oob[0], corners, size_dep)
 
 
 # ---- costing under a placement ----------------------------------------------------------
@@ -245,11 +288,28 @@ class Cost:
 
 
 def _addresses(inst: WarpAccess, place: Placement, concrete: bool) -> list[int | None]:
-    addrs: list[int | None] = [None] * banks.NVIDIA_WARP
-    for lane, ln in inst.lanes.items():
-        if ln.concrete or not concrete:
-            addrs[lane] = place.address(ln.coord)
-    return addrs
+    """Each lane's byte address (None: the lane does not take part), through the
+    placement's slot table, for all lanes at once."""
+    take = inst.present & inst.concrete if concrete else inst.present
+    if not take.any():
+        return [None] * banks.NVIDIA_WARP
+    flat = inst.coords @ np.asarray(place.strides, dtype=np.int64)
+    addrs = _slots(place)[np.where(take, flat, 0)] * place.elem_bytes
+    return [int(a) if t else None for a, t in zip(addrs, take, strict=True)]
+
+
+_SLOTS: dict[int, tuple[Placement, np.ndarray]] = {}
+
+
+def _slots(place: Placement) -> np.ndarray:
+    """The placement's slot table as an array, cached by identity (hashing the placement
+    would hash its whole slot tuple on every call)."""
+    hit = _SLOTS.get(id(place))
+    if hit is None or hit[0] is not place:
+        if len(_SLOTS) > 256:
+            _SLOTS.clear()
+        hit = _SLOTS[id(place)] = (place, np.asarray(place.slots, dtype=np.int64))
+    return hit[1]
 
 
 # Shifting every lane's address by a multiple of SHIFT_PERIOD bytes keeps every bank (word %
