@@ -82,7 +82,10 @@ def run_vector(kernel: ir.Kernel, sizes: Mapping[str, int], grid: tuple[int, ...
     nblocks = int(np.prod(grid))
     batch = 1
     if not read & written and nblocks > 1:
-        batch = max(1, min(nblocks, BATCH_LANES // kernel.block, BATCH_SMEM // plan.total))
+        # shared memory, and with TMA stores its writer and release count per byte
+        per_byte = 9 if any(isinstance(n.stmt, ir.TmaStore) for n in prog.nodes) else 1
+        batch = max(1, min(nblocks, BATCH_LANES // kernel.block,
+                           BATCH_SMEM // (plan.total * per_byte)))
     exact: set[int] = set()
     tensors = arrays
     while True:

@@ -21,6 +21,7 @@ import numpy as np
 
 from tilesafe.frontend import ir
 from tilesafe.frontend.span import Span
+from tilesafe.frontend.walk import loads, statements
 from tilesafe.semantics import evaluate
 from tilesafe.semantics import interp_error as E
 from tilesafe.semantics.interp_vec_expr import VAR_CONVERT, compile_vexpr, mask_of
@@ -53,12 +54,8 @@ class DataOps:
         self.plan = plan
         self.globals = globals_
         self.batched = batched
-        self.var_dtypes = {}
-        from tilesafe.frontend.walk import statements
-
-        for s in statements(kernel.body):
-            if isinstance(s, ir.VarDecl):
-                self.var_dtypes[s.uid] = s.dtype
+        self.var_dtypes = {s.uid: s.dtype for s in statements(kernel.body)
+                           if isinstance(s, ir.VarDecl)}
         self.slots = {name: np.array(pl.slots, dtype=np.int64)
                       for name, pl in plan.placements.items()}
 
@@ -250,8 +247,6 @@ class DataOps:
         return self.store(node, s)
 
     def store(self, node: Node, s: ir.Store) -> Callable[[Group], Outcome]:
-        from tilesafe.frontend.walk import loads
-
         val = self.expr(s.value)
         key = (s.space.value, s.tensor)
         self_read = any((ld.space.value, ld.tensor) == key

@@ -208,7 +208,7 @@ class Batch:
         self.total = plan.total
         self.smem = np.full(nblocks * plan.total, SMEM_POISON, dtype=np.uint8)
         self.tags = np.full(self.smem.shape, -1, np.int32) if track_proxy else None
-        self.tag_epoch = np.zeros(self.smem.shape, np.int64) if track_proxy else None
+        self.tag_epoch = np.zeros(self.smem.shape, np.int32) if track_proxy else None
         self.rel = np.zeros(self.n, np.int64)  # releases (sync, arrive...) per lane
         # mbarriers: instance k of the launch-wide numbering, per block
         self.inst: list[tuple[str, int]] = [(b.name, i) for b in kernel.barriers

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from tilesafe.frontend import ir
+from tilesafe.frontend.walk import statements
 from tilesafe.semantics import interp_error as E
 from tilesafe.semantics.interp_vec_data import DataOps, Outcome
 from tilesafe.semantics.interp_vec_prog import Node
@@ -115,7 +116,7 @@ class SyncOps:
     def __init__(self, data: DataOps) -> None:
         self.data = data
         self.kernel = data.kernel
-        self.uses_sync = any(isinstance(s, ir.Sync) for s in _statements(self.kernel))
+        self.uses_sync = any(isinstance(s, ir.Sync) for s in statements(self.kernel.body))
 
     def bar_index(self, ref: ir.BarrierRef) -> Callable[[Group], np.ndarray]:
         """Instance of the launch-wide numbering per lane (TS202 outside the array)."""
@@ -365,9 +366,3 @@ class SyncOps:
         return ((lambda: bar[1] != gen), ("named", s.bar_id, gen),
                 (lambda: f"wait at bar_sync {s.bar_id} (line {s.span.line}; "
                  f"{bar[0]} of {bar[2]} threads arrived)"))
-
-
-def _statements(kernel: ir.Kernel) -> list[ir.Stmt]:
-    from tilesafe.frontend.walk import statements
-
-    return list(statements(kernel.body))

@@ -241,6 +241,49 @@ def test_same_step_read_after_write_runs_thread_by_thread() -> None:
     _replayed(k, {}, ins, r)
 
 
+FIRST_FAILURE = """
+kernel e(x: global f32[BLOCKS, 64], d: global i32[32]) grid BLOCKS block 32 {
+  var z: i32 = d[thread]
+  x[block.x, thread + 60 * (thread / 5)] = 1.0
+  let q = 7 / z
+  x[block.x, thread] = f32(q)
+}
+"""
+
+
+@pytest.mark.parametrize("blocks", [1, 3])
+def test_the_first_failing_thread_fails_first(blocks: int) -> None:
+    """Threads 5.. store out of bounds, thread 2 divides by zero in the local code right
+    after its (good) store. One thread after the other, thread 2's step fails first; the
+    vector step fails as a whole, so the launch is re-run with that step executed thread
+    by thread (and, with several blocks, first block by block)."""
+    k = compile_source(FIRST_FAILURE.replace("BLOCKS", str(blocks)), "<test>").kernels[0]
+    d = np.ones(32, np.int32)
+    d[2] = 0
+    ins = {"x": np.zeros((blocks, 64), np.float32), "d": d}
+    with pytest.raises(InterpError) as info:
+        run_kernel(k, {}, ins)
+    err = info.value
+    assert err.code == "TS203" and err.detail == {"block": (0,), "thread": 2}
+    assert err.schedule == (0, 1, 2) and err.steps == 2
+    _replayed(k, {}, ins, err)
+    d[2] = 1
+    with pytest.raises(InterpError) as info:
+        run_kernel(k, {}, ins)
+    assert info.value.code == "TS201" and info.value.detail["thread"] == 5
+
+
+def test_the_step_limit_falls_where_the_scalar_engine_puts_it() -> None:
+    k = load_program(ROOT / "corpus" / "good" / "pipeline2.tsk").kernels[0]
+    sizes = {"M": 128, "N": 128}
+    ins = random_inputs(k, sizes, 0)
+    for limit in (1, 100, 777, 3000):
+        vec = _outcome(k, sizes, ins, max_steps=limit)
+        assert isinstance(vec, InterpError) and vec.code == "TS499" and vec.steps == limit
+        ref = _outcome(k, sizes, ins, max_steps=limit, schedule=vec.schedule)
+        assert (ref.code, ref.message, ref.schedule) == (vec.code, vec.message, vec.schedule)
+
+
 # ---- the float rules, array against scalar --------------------------------------------------
 
 
