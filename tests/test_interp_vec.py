@@ -119,6 +119,33 @@ def test_vector_errors_are_the_scalar_errors(path: Path) -> None:
     _replayed(k, sizes, inputs, vec)
 
 
+def _launches(path: Path) -> list[dict[str, int]]:
+    """A few launches of a corpus kernel, cheap enough to replay on the scalar engine."""
+    k = load_program(path).kernels[0]
+    if path.parent.name == "codegen":
+        return [_codegen_sizes(path)]
+    both, _ = choose(path, k, k, 4)
+    return [s for s in both if cost(k, s) <= 60_000] or [min(both, key=lambda s: cost(k, s))]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(GOOD + CODEGEN), st.integers(0, 3), st.integers(0, 2**16),
+       st.one_of(st.none(), st.integers(0, 2**16)))
+def test_corpus_launches_vector_equals_scalar(path: Path, pick: int, input_seed: int,
+                                              seed: int | None) -> None:
+    """Hypothesis draws a corpus kernel, one of its launches, inputs and a vector schedule
+    (the lockstep default, or a seeded one): the scalar engine replays it exactly, and the
+    outputs are those of the default schedule (the corpus is race-free)."""
+    k = load_program(path).kernels[0]
+    launches = _launches(path)
+    sizes = launches[pick % len(launches)]
+    inputs = random_inputs(k, sizes, input_seed)
+    vec = run_kernel(k, sizes, inputs, seed=seed, engine="vector")
+    _replayed(k, sizes, inputs, vec)
+    if seed is not None:
+        assert not _same_tensors(vec.tensors, run_kernel(k, sizes, inputs).tensors)
+
+
 def test_some_bad_kernels_do_fail_on_the_vector_engine() -> None:
     """So that the error comparison above compares errors (not only outputs)."""
     codes = set()
@@ -434,6 +461,74 @@ def test_generated_kernels_vector_equals_scalar(text: str, seed: int) -> None:
         return
     sizes = {"N": 64}
     assume(vector_unsupported(k, sizes, check_where(k, sizes)) is None)
+    inputs = random_inputs(k, sizes, seed)
+    _replayed(k, sizes, inputs, _outcome(k, sizes, inputs))
+    _replayed(k, sizes, inputs, _outcome(k, sizes, inputs, seed=seed, engine="vector"))
+
+
+PIPELINE = """
+kernel gen(src: in global f16[M, N], dst: out global f16[M, N])
+  where M % 8 == 0, N % 8 == 0, M > 0, N > 0, M <= 64, N <= 512
+  grid (M / 8) block {block}
+{{
+  const STAGES = {stages}
+  tensormap tin = tiled(src, box [8, 8])
+  shared buf: f16[STAGES, 8, 8]
+  mbarrier full[STAGES] count 1 guards buf[i]
+  mbarrier empty[STAGES] count {empty_count} guards buf[i]
+
+  if thread == 0 {{ init full; init empty; fence mbarrier_init }}
+  sync
+
+  role producer = warp 0, elect one {{
+    for k in 0 .. N / 8 {{
+      let s = k % STAGES
+      wait empty[s] parity (k / STAGES + {pp}) % 2
+      arrive full[s], expect_tx {nbytes}
+      tma_load buf[s] <- tin[block.x * 8, k * 8] signal full[s]
+    }}
+  }}
+  role consumer = warps 1 .. {last} {{
+    for k in 0 .. N / 8 {{
+      let s = k % STAGES
+      wait full[s] parity (k / STAGES + {cp}) % 2
+      for e in 0 .. {sweeps} {{
+        let idx = e * {width} + (thread - 32)
+        if idx < 64 {{
+          dst[block.x * 8 + idx / 8, k * 8 + idx % 8] = buf[s, idx / 8, idx % 8]
+        }}
+      }}
+      arrive empty[s]{mode}
+    }}
+  }}
+}}
+"""
+
+
+@st.composite
+def pipelines(draw) -> tuple[str, dict[str, int]]:
+    """Small TMA pipelines, correct or with one protocol bug (a parity, a count, a byte
+    count, an arrive mode), at sizes where rings wrap and blocks run in batches."""
+    warps = draw(st.integers(1, 3))
+    mode, count = draw(st.sampled_from([(", one per warp", warps), ("", 32 * warps),
+                                        (", one", 1)]))
+    fields = dict(stages=draw(st.integers(1, 3)), block=32 * (warps + 1), empty_count=count,
+                  pp=1, cp=0, nbytes=128, last=warps + 1, width=32 * warps,
+                  sweeps=-(-64 // (32 * warps)), mode=mode)
+    bug = draw(st.sampled_from(["none", "none", "pp", "cp", "count+", "count-", "bytes-",
+                                "bytes+"]))
+    fields.update({"pp": {"pp": 0}, "cp": {"cp": 1}, "count+": {"empty_count": count + 1},
+                   "count-": {"empty_count": max(1, count - 1)}, "bytes-": {"nbytes": 64},
+                   "bytes+": {"nbytes": 256}}.get(bug, {}))
+    sizes = {"M": 8 * draw(st.integers(1, 3)), "N": 8 * draw(st.sampled_from([1, 2, 5]))}
+    return PIPELINE.format(**fields), sizes
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pipelines(), st.integers(0, 2))
+def test_generated_pipelines_vector_equals_scalar(case, seed: int) -> None:
+    text, sizes = case
+    k = compile_source(text, "<gen>").kernels[0]
     inputs = random_inputs(k, sizes, seed)
     _replayed(k, sizes, inputs, _outcome(k, sizes, inputs))
     _replayed(k, sizes, inputs, _outcome(k, sizes, inputs, seed=seed, engine="vector"))
