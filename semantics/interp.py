@@ -36,6 +36,13 @@ should be):
   (`sync`, `arrive`, the convergence of `one per warp`); a TMA store that reads a byte still
   covered by no fence is TS301.
 
+Two engines. This module is the *scalar* engine: every schedule (seeded random, PCT, a
+replayed one, a checker's counterexample). semantics/interp_vec.py is the *vector* engine:
+one legal schedule -- groups of threads at one program point stepping together, as numpy
+operations, blocks side by side where no block can observe another -- recorded in the same
+agent terms, so replaying its schedule here reproduces its run bit for bit. `run_kernel`
+picks the vector engine when no particular schedule is asked for (see its docstring).
+
 Agents, as recorded in `RunResult.schedule`: 0 .. block-1 are threads; block + j is the j-th
 oldest pending copy-engine operation of the current block. The schedule of a run lists the
 choice made at every step, blocks concatenated in launch order (x fastest); passing it back as

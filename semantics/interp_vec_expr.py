@@ -23,7 +23,7 @@ bounds, on the others), as evaluate.py does for one thread.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -35,14 +35,6 @@ from tilesafe.semantics.interp_error import DIV_ZERO
 
 Fn = Callable[[Any], Any]
 INT_LIMIT = 1 << 62  # every integer value of a vector run stays below this magnitude
-
-
-class Env(Protocol):
-    """What expression closures need from a group of threads (interp_vec_state.Group)."""
-
-    n: int
-
-    def sub(self, mask: np.ndarray) -> Env: ...
 
 
 # ---- the float rules, for arrays -----------------------------------------------------------

@@ -28,7 +28,7 @@ class Record:
         if int(lanes[-1]) - lo + 1 == len(lanes):
             self.parts.append((first, _RANGE, (lo, lo + len(lanes))))
         else:
-            self.parts.append((first, _LANES, lanes))
+            self.parts.append((first, _LANES, lanes.astype(np.int32)))
 
     def copy(self, first: int, row: int, agent: int) -> None:
         self.parts.append((first, _COPY, (row, agent)))
@@ -49,7 +49,7 @@ class Record:
                 batch[row].append(np.array([agent], np.int64))
                 continue
             lanes = (np.arange(*what, dtype=np.int64) if tag == _RANGE  # type: ignore[misc]
-                     else what)
+                     else what.astype(np.int64))  # type: ignore[union-attr]
             rows = lanes // nt  # type: ignore[operator]
             cuts = np.flatnonzero(rows[1:] != rows[:-1]) + 1
             for chunk in np.split(lanes, cuts):  # type: ignore[arg-type]
