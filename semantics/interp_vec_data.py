@@ -40,6 +40,13 @@ class Outcome:
     blocked: Any = None  # interp_vec_sync.Blocked
 
 
+def per_lane(v: Any, n: int) -> np.ndarray:
+    """An integer value as an int64 array over n lanes (a uniform value repeated)."""
+    if isinstance(v, np.ndarray) and v.ndim == 1:
+        return v if v.dtype == np.int64 else v.astype(np.int64)
+    return np.full(n, v, dtype=np.int64)
+
+
 def split(node: Node, lanes: np.ndarray, mask: np.ndarray) -> Go:
     return [(node.next, lanes[mask]), (node.alt, lanes[~mask])]
 
@@ -95,11 +102,12 @@ class DataOps:
         strides = [int(np.prod(shape[k + 1:], dtype=np.int64)) for k in range(len(shape))]
 
         def flat(g: Group) -> np.ndarray:
-            idx = [np.broadcast_to(np.asarray(f(g), dtype=np.int64), (g.n,)) for f in fns]
-            ok = np.ones(g.n, bool)
+            idx = [per_lane(f(g), g.n) for f in fns]
+            ok = None
             for i, d in zip(idx, shape, strict=True):
-                ok &= (i >= 0) & (i < d)
-            if not ok.all():
+                inside = i.view(np.uint64) < d  # a negative index is a huge unsigned one
+                ok = inside if ok is None else ok & inside
+            if ok is not None and not ok.all():
                 j = int(np.argmin(ok))
                 at = [int(i[j]) for i in idx]
                 raise g.st.lane_err(code, f"{space} access {name}{at} is outside shape "
@@ -208,8 +216,7 @@ class DataOps:
         lo, hi, uid, end = self.expr(s.lo), self.expr(s.hi), s.var.uid, -1 - node.loop
 
         def head(g: Group) -> Go:
-            v = np.broadcast_to(np.asarray(lo(g), dtype=np.int64), (g.n,))
-            e = np.broadcast_to(np.asarray(hi(g), dtype=np.int64), (g.n,))
+            v, e = per_lane(lo(g), g.n), per_lane(hi(g), g.n)
             g.set_reg(end, e)
             g.set_reg(uid, v)
             return split(node, g.lanes, v < e)
