@@ -302,6 +302,67 @@ class NamedBar(Stmt):
     count: Expr
 
 
+# ---- tensor cores ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FragmentDecl(Stmt):
+    """`fragment acc: f32[64, N]`."""
+
+    name: str
+    dtype: str
+    shape: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class TileIndex:
+    """One index of an MMA tile: a point (`extent` None) or a range `start : extent`."""
+
+    span: Span
+    start: Expr
+    extent: Expr | None
+
+
+@dataclass(frozen=True)
+class MmaTile:
+    span: Span
+    buffer: str
+    index: tuple[TileIndex, ...]
+    transposed: bool
+
+
+@dataclass(frozen=True)
+class Wgmma(Stmt):
+    """`wgmma acc (= | +=) A @ B [, scale_d cond]`."""
+
+    acc: str
+    op: str
+    a: MmaTile
+    b: MmaTile
+    scale_d: Expr | None
+
+
+@dataclass(frozen=True)
+class WgmmaFence(Stmt):
+    pass
+
+
+@dataclass(frozen=True)
+class WgmmaCommit(Stmt):
+    pass
+
+
+@dataclass(frozen=True)
+class WgmmaWait(Stmt):
+    pending: int
+
+
+@dataclass(frozen=True)
+class SetMaxNReg(Stmt):
+    inc: bool
+    count: int
+
+
 # ---- kernels ------------------------------------------------------------------------------
 
 

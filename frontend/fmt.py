@@ -197,7 +197,26 @@ def format_simple(s: ast.Stmt) -> str:
         return f"{op} {format_expr(s.bar_id)}, {format_expr(s.count)}"
     if isinstance(s, ast.WaitGroup):
         return f"wait_group {s.pending}" + (" read" if s.read else "")
+    if isinstance(s, ast.FragmentDecl):
+        return f"fragment {s.name}: {s.dtype}[{_exprs(s.shape)}]"
+    if isinstance(s, ast.Wgmma):
+        text = f"wgmma {s.acc} {s.op} {_tile(s.a)} @ {_tile(s.b)}"
+        return text + (f", scale_d {format_expr(s.scale_d)}" if s.scale_d is not None else "")
+    if isinstance(s, ast.WgmmaFence):
+        return "wgmma_fence"
+    if isinstance(s, ast.WgmmaCommit):
+        return "wgmma_commit"
+    if isinstance(s, ast.WgmmaWait):
+        return f"wgmma_wait {s.pending}"
+    if isinstance(s, ast.SetMaxNReg):
+        return f"setmaxnreg {'inc' if s.inc else 'dec'} {s.count}"
     raise TypeError(f"not a simple statement: {type(s).__name__}")
+
+
+def _tile(t: ast.MmaTile) -> str:
+    parts = [format_expr(i.start) if i.extent is None else
+             f"{format_expr(i.start)} : {format_expr(i.extent)}" for i in t.index]
+    return f"{t.buffer}[{', '.join(parts)}]" + (".T" if t.transposed else "")
 
 
 def _thread_set(ts: ast.ThreadSet) -> str:

@@ -430,6 +430,100 @@ class NamedBar(Stmt):
     count: int
 
 
+# ---- tensor cores (wgmma) -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TileIndex:
+    """One index of an MMA operand tile: a point (`extent` None) or `start : extent`."""
+
+    start: Expr
+    extent: int | None
+
+
+@dataclass(frozen=True)
+class MmaTile:
+    """A 2-D tile of a shared buffer read by a wgmma: one index per buffer dim, exactly two
+    of them ranges (rows, then columns, in the buffer's dim order; swapped when
+    `transposed`). `rows`/`cols` are the buffer dims of the tile's two logical dims."""
+
+    span: Span
+    buffer: str
+    index: tuple[TileIndex, ...]
+    transposed: bool
+
+    @property
+    def ranged(self) -> tuple[int, int]:
+        dims = [d for d, i in enumerate(self.index) if i.extent is not None]
+        return (dims[1], dims[0]) if self.transposed else (dims[0], dims[1])
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        r, c = self.ranged
+        return (self.index[r].extent or 0, self.index[c].extent or 0)
+
+
+@dataclass(frozen=True)
+class Wgmma(Stmt):
+    """`wgmma.mma_async` by the executing warpgroup: acc (+)= a @ b, where a is [64, K]
+    (M x K) and b is [K, N], K = 16 for 16-bit inputs (32 for u8, 8 for f32 as tf32).
+    `scale_d`: None with `accumulate` means 1 (acc += ...), None without it 0 (acc = ...);
+    an expression decides at run time (the PTX scale-d predicate)."""
+
+    acc: str
+    a: MmaTile
+    b: MmaTile
+    accumulate: bool
+    scale_d: Expr | None
+
+    @property
+    def k(self) -> int:
+        return self.a.shape[1]
+
+
+@dataclass(frozen=True)
+class WgmmaFence(Stmt):
+    """`wgmma.fence`: orders the warpgroup's earlier register and shared accesses before
+    the wgmma operations that follow."""
+
+
+@dataclass(frozen=True)
+class WgmmaCommit(Stmt):
+    """`wgmma.commit_group`: the wgmmas issued since the last commit form one group."""
+
+
+@dataclass(frozen=True)
+class WgmmaWait(Stmt):
+    """`wgmma.wait_group N`: wait until at most N committed groups are pending."""
+
+    pending: int
+
+
+@dataclass(frozen=True)
+class SetMaxNReg(Stmt):
+    """`setmaxnreg.inc/dec.sync.aligned.u32 count` for the executing warpgroup."""
+
+    inc: bool
+    count: int
+
+
+@dataclass(frozen=True)
+class FragLoad(Expr):
+    """`acc[r]`: register r of the executing thread's part of a fragment."""
+
+    fragment: str
+    reg: Expr
+
+
+@dataclass(frozen=True)
+class FragStore(Stmt):
+    """`acc[r] = v`: write register r of the executing thread's part of a fragment."""
+
+    fragment: str
+    reg: Expr
+    value: Expr
+
+
 # ---- declarations ------------------------------------------------------------------------
 
 
@@ -444,6 +538,22 @@ class GlobalTensor:
     # the body writes is `out`, or `inout` if it also reads it; any other is `in`); verify
     # reports such parameters (TS216) so that files say what they mean.
     role_declared: bool = True
+
+
+@dataclass(frozen=True)
+class Fragment:
+    """`fragment acc: f32[64, N]`: a wgmma accumulator distributed over a warpgroup: each
+    of its 128 threads holds `regs` = N / 2 registers; which element (i, j) register r of
+    thread t holds is frontend/fragments.py's layout (the PTX ISA's for m64nNk16)."""
+
+    span: Span
+    name: str
+    dtype: DType
+    shape: tuple[int, int]
+
+    @property
+    def regs(self) -> int:
+        return self.shape[0] * self.shape[1] // 128
 
 
 @dataclass(frozen=True)
@@ -538,6 +648,7 @@ class Kernel:
     barriers: tuple[Barrier, ...]
     body: tuple[Stmt, ...]
     ensures: tuple[Ensures, ...] = ()  # value specifications; none: only safety is proved
+    fragments: tuple[Fragment, ...] = ()  # wgmma accumulators (per warpgroup registers)
 
     def tensor(self, name: str) -> GlobalTensor:
         return next(t for t in self.params if t.name == name)
@@ -550,6 +661,9 @@ class Kernel:
 
     def barrier(self, name: str) -> Barrier:
         return next(b for b in self.barriers if b.name == name)
+
+    def fragment(self, name: str) -> Fragment:
+        return next(f for f in self.fragments if f.name == name)
 
 
 @dataclass(frozen=True)

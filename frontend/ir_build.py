@@ -33,5 +33,9 @@ def floordiv(a: ir.Expr, c: int) -> ir.Expr:
     return a if c == 1 else ir.BinOp(a.span, INT, "/", a, const(c, a.span))
 
 
+def mod(a: ir.Expr, c: int) -> ir.Expr:
+    return ir.BinOp(a.span, INT, "%", a, const(c, a.span))
+
+
 def call(func: str, *args: ir.Expr) -> ir.Expr:
     return ir.Call(args[0].span, INT, func, tuple(args))

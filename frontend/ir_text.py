@@ -30,4 +30,6 @@ def expr_text(e: ir.Expr, brief: bool = False) -> str:
     if isinstance(e, ir.Load):
         idx = "..." if brief else ", ".join(expr_text(i) for i in e.indices)
         return f"{e.tensor}[{idx}]"
+    if isinstance(e, ir.FragLoad):
+        return f"{e.fragment}[{'...' if brief else expr_text(e.reg)}]"
     return "..." if brief else "?"

@@ -458,6 +458,39 @@ class _ToAst(Transformer):
     def bar_arrive_stmt(self, meta, items):
         return ast.NamedBar(self._s(meta), True, items[0], items[1])
 
+    def fragment_decl(self, meta, items):
+        name, dtype, *shape = items
+        return ast.FragmentDecl(self._s(meta), str(name), str(dtype), tuple(shape))
+
+    def tile_point(self, meta, items):
+        return ast.TileIndex(self._s(meta), items[0], None)
+
+    def tile_range(self, meta, items):
+        return ast.TileIndex(self._s(meta), items[0], items[1])
+
+    def mma_tile(self, meta, items):
+        name, *rest = items
+        transposed = bool(rest) and isinstance(rest[-1], Token) and rest[-1].type == "TRANSPOSE"
+        index = tuple(i for i in rest if isinstance(i, ast.TileIndex))
+        return ast.MmaTile(self._s(meta), str(name), index, transposed)
+
+    def wgmma_stmt(self, meta, items):
+        acc, op, a, b, *rest = items
+        scale = rest[0] if rest else None
+        return ast.Wgmma(self._s(meta), str(acc), str(op), a, b, scale)
+
+    def wgmma_fence_stmt(self, meta, items):
+        return ast.WgmmaFence(self._s(meta))
+
+    def wgmma_commit_stmt(self, meta, items):
+        return ast.WgmmaCommit(self._s(meta))
+
+    def wgmma_wait_stmt(self, meta, items):
+        return ast.WgmmaWait(self._s(meta), self._int(items[0]))
+
+    def setmaxnreg_stmt(self, meta, items):
+        return ast.SetMaxNReg(self._s(meta), str(items[0]) == "inc", self._int(items[1]))
+
     def wait_group_stmt(self, meta, items):
         read = len(items) > 1 and items[1] is not None
         return ast.WaitGroup(self._s(meta), self._int(items[0]), read)

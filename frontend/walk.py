@@ -51,6 +51,14 @@ def own_exprs(s: ir.Stmt) -> Iterator[ir.Expr]:
     elif isinstance(s, ir.TmaStore):
         yield from s.src.prefix
         yield from s.coords
+    elif isinstance(s, ir.Wgmma):
+        for tile in (s.a, s.b):
+            yield from (i.start for i in tile.index)
+        if s.scale_d is not None:
+            yield s.scale_d
+    elif isinstance(s, ir.FragStore):
+        yield s.reg
+        yield s.value
 
 
 def operands(e: ir.Expr) -> tuple[ir.Expr, ...]:
@@ -66,6 +74,8 @@ def operands(e: ir.Expr) -> tuple[ir.Expr, ...]:
         return tuple(e.args)
     if isinstance(e, ir.Reduce):
         return (e.lo, e.hi, e.body)
+    if isinstance(e, ir.FragLoad):
+        return (e.reg,)
     return ()
 
 

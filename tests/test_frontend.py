@@ -67,6 +67,10 @@ BODY_CASES = [
     ("tma from a buffer", "shared t: f16[64, 64]\nshared u: f16[64, 64]\n"
      "mbarrier b count 1\ntma_load t <- u[0, 0] signal b", "TS012", 4, 3),
     ("const in a loop", "for i in 0 .. 2 {\n  const C = 1\n}", "TS013", 2, 5),
+    ("mma of mismatched dtypes", "shared sa: f16[64, 16]\nshared sb: bf16[16, 64]\n"
+     "fragment acc: f32[64, 64]\nwgmma acc += sa[0 : 64, 0 : 16] @ sb[0 : 16, 0 : 64]",
+     "TS034", 4, 3),
+    ("fragment of 60 columns", "fragment acc: f32[64, 60]", "TS035", 1, 3),
     ("shared in an if", "if thread == 0 {\n  shared t: f32[4]\n}", "TS013", 2, 5),
     ("nested role", "role a = warp 0 {\n  role b = warp 1 {\n  }\n}", "TS013", 2, 5),
     ("store rank", "dst[0] = 1.0", "TS020", 1, 3),
@@ -123,7 +127,7 @@ def test_every_frontend_code_is_exercised():
                       and v.startswith("TS0")}
     # TS004 (unreadable file) and TS041 (a spec read outside a tensor, decided with ISL by
     # lint; tests/test_specs.py) are not resolver diagnostics
-    assert frontend_codes - {"TS004", "TS041"} <= codes
+    assert frontend_codes - {"TS004", "TS041"} <= codes, frontend_codes - codes
 
 
 def test_nesting_past_the_limit_is_ts005():
@@ -179,7 +183,7 @@ SYNTAX_CASES = [
     ("keyword typo", kernel("wiat b parity 0"), "TS001", 5, 8),
     ("chained comparison", kernel("if 1 < 2 < 3 {\n}"), "TS001", 5, 12),
     ("no launch", "kernel k() {\n}\n", "TS001", 1, 12),
-    ("stray char", kernel("let a = 1 @ 2"), "TS002", 5, 13),
+    ("stray char", kernel("let a = 1 $ 2"), "TS002", 5, 13),
     ("backtick", kernel("`sync"), "TS002", 5, 3),
     ("unclosed body", "kernel k() grid 1 block 32 {\n  sync\n", "TS003", 3, 1),
     ("empty file", "", "TS003", 1, 1),
@@ -203,8 +207,8 @@ def test_syntax_error_says_what_was_expected():
 
 
 def test_stray_character_names_it():
-    d = only(kernel("let a = 1 @ 2"))
-    assert d.message == "unexpected character '@'"
+    d = only(kernel("let a = 1 $ 2"))
+    assert d.message == "unexpected character '$'"
 
 
 # ---- where ---------------------------------------------------------------------------------

@@ -22,9 +22,10 @@ BUILTINS = {"thread": ir.BuiltinKind.THREAD, "lane": ir.BuiltinKind.LANE,
             "warp_id": ir.BuiltinKind.WARP_ID}
 BLOCK_AXES = {"x": ir.BuiltinKind.BLOCK_X, "y": ir.BuiltinKind.BLOCK_Y,
               "z": ir.BuiltinKind.BLOCK_Z}
-FUNCS = {"min": 2, "max": 2, "abs": 1, "f32": 1, "i32": 1, "bytes": 1}
+FUNCS = {"min": 2, "max": 2, "abs": 1, "f32": 1, "i32": 1, "bytes": 1, "row": 2, "col": 2}
 CMP = ("==", "!=", "<", "<=", ">", ">=")
-DECLS = (ast.ConstDecl, ast.TensormapDecl, ast.SharedDecl, ast.MbarrierDecl)
+DECLS = (ast.ConstDecl, ast.TensormapDecl, ast.SharedDecl, ast.MbarrierDecl,
+         ast.FragmentDecl)
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class ResolverBase:
         self.buffers: dict[str, ir.SharedBuffer] = {}
         self.tmaps: dict[str, ir.TensorMap] = {}
         self.barriers: dict[str, ir.Barrier] = {}
+        self.fragments: dict[str, ir.Fragment] = {}
         self.scopes: list[dict[str, Local | Loop]] = []
         self.uid = 0
         self.role: ast.Role | None = None
@@ -76,7 +78,7 @@ class ResolverBase:
 
     def all_names(self) -> list[str]:
         names = list(self.consts) + self.sizes + list(self.tensors) + list(self.buffers)
-        names += list(self.tmaps) + list(self.barriers) + list(BUILTINS)
+        names += list(self.tmaps) + list(self.barriers) + list(self.fragments) + list(BUILTINS)
         for scope in self.scopes:
             names += list(scope)
         return names
@@ -90,6 +92,8 @@ class ResolverBase:
         if name in self.consts or name in self.sizes or name in self.tensors:
             return True
         if name in self.buffers or name in self.tmaps or name in self.barriers:
+            return True
+        if name in self.fragments:
             return True
         return name in BUILTINS or any(name in s for s in self.scopes)
 

@@ -98,6 +98,8 @@ class ExprResolver(ResolverBase):
         return placeholder(e.span, INT)
 
     def e_Index(self, e: ast.Index) -> ir.Expr:
+        if e.name in self.fragments:
+            return self.frag_load(e)
         space, dtype, rank = self.indexable(e.name, e.span)
         if space is None:
             return placeholder(e.span, FLOAT)
@@ -161,6 +163,8 @@ class ExprResolver(ResolverBase):
             return placeholder(e.span, INT)
         if e.func == "bytes":
             return self.bytes_of(e)
+        if e.func in ("row", "col"):
+            return self.frag_coord(e)
         args = tuple(self.expr(a) for a in e.args)
         if any(a.type is BOOL for a in args):
             self.error(dg.DTYPE_MISMATCH, f"'{e.func}' needs numbers", e.span)

@@ -8,12 +8,13 @@ from tilesafe.frontend.limits import MAX_BLOCK
 from tilesafe.frontend.resolver.base import DECLS
 from tilesafe.frontend.resolver.decls import DeclResolver
 from tilesafe.frontend.resolver.exprs import ExprResolver
+from tilesafe.frontend.resolver.mma import MmaResolver
 from tilesafe.frontend.resolver.rules import infer_roles
 from tilesafe.frontend.resolver.spec import SpecResolver
 from tilesafe.frontend.resolver.stmts import StmtResolver
 
 
-class KernelResolver(DeclResolver, StmtResolver, SpecResolver, ExprResolver):
+class KernelResolver(DeclResolver, StmtResolver, MmaResolver, SpecResolver, ExprResolver):
     """Declarations first (constants before shapes and the launch), then the body, then the
     `ensures` clauses (which may need the roles the body implies)."""
 
@@ -48,6 +49,8 @@ class KernelResolver(DeclResolver, StmtResolver, SpecResolver, ExprResolver):
                 self.shared_decl(stmt)
             elif isinstance(stmt, ast.MbarrierDecl):
                 self.mbarrier_decl(stmt)
+            elif isinstance(stmt, ast.FragmentDecl):
+                self.fragment_decl(stmt)
         self.check_shared_total(k)
         with self.scope():
             body = self.stmts(tuple(s for s in top if not isinstance(s, DECLS)))
@@ -58,6 +61,7 @@ class KernelResolver(DeclResolver, StmtResolver, SpecResolver, ExprResolver):
             k.span, k.name, tuple(self.sizes), tuple(params), where, grid, self.block,
             tuple(self.consts.items()), tuple(self.buffers.values()),
             tuple(self.tmaps.values()), tuple(self.barriers.values()), body, ensures,
+            tuple(self.fragments.values()),
         )
         kernel = infer_roles(kernel)
         for c in kernel.ensures:  # a tensor without a declared role: known only now

@@ -76,6 +76,8 @@ class StmtResolver(ResolverBase):
         return ir.Assign(s.span, local.uid, s.name, op, value)
 
     def s_Store(self, s: ast.Store) -> ir.Stmt | None:
+        if s.target in self.fragments:
+            return self.frag_store(s)
         space, dtype, rank = self.indexable(s.target, s.span)
         if space is None:
             return None
