@@ -29,7 +29,13 @@ CODES: dict[str, str] = {
     "TS030": "a layout that cannot be realised over its buffer",
     "TS031": "a tensormap without a box; a TMA slice whose shape differs from the box",
     "TS032": "a role's thread range empty or outside the block",
+    "TS034": "a wgmma whose tiles, dtypes or accumulator do not make an MMA (m64nNk16 for 16-bit "
+             "inputs, k32 for u8, k8 for tf32)",
+    "TS035": "a fragment no wgmma can accumulate into (64 x N, N a multiple of 8 up to 256; "
+             "f32 or i32)",
     "TS040": "a malformed ensures clause (an input on the left, shared memory, a repeated ...",
+    "TS041": "an ensures clause that reads outside a tensor for some allowed size and output "
+             "element",
     "TS100": "a shared-memory layout that cannot be realised over its buffer",
     "TS101": "a shared-memory layout that maps two elements to one offset (aliasing)",
     "TS102": "a shared-memory layout with a negative offset",
