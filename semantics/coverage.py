@@ -20,13 +20,16 @@ The second set is finite and parameter-free. It is usually exactly a box, which 
 its points shows (ISL enumerates it), and then the subtraction only sees affine tile
 origins plus a box: 0.1 s for that transpose. Every step is an identity (the product is
 checked, the split is checked to add up to the term), so the set returned is always the
-relation's range; a term that mixes inner and outer dims inside one division, or a domain
-that is not a product, gets ISL's plain range.
+relation's range within the tensor (coverage asks about nothing else). A domain that is not
+a product because a guard couples the thread with the block (a ragged edge tile) is handled
+when the guard only clips the tiles to the tensor; a term that mixes inner and outer dims
+inside one division gets ISL's plain range.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 import islpy as isl
@@ -75,52 +78,54 @@ class _Product:
 
 
 def image(a: AccessRelation, valid: isl.Set, under: bool = False) -> Image:
-    """The range of `a.relation` (of `a.relation_under` with `under`), as an equal set that
-    later set operations handle well where the tile structure allows. `valid` is the
-    tensor's index box (a TMA copy's box is clipped to it, semantics/access.py)."""
+    """The elements of the tensor's index box `valid` that `a.relation` (`a.relation_under`
+    with `under`) touches -- its range within the tensor, which is all coverage asks about
+    -- as a set that later set operations handle well where the tile structure allows."""
     rel = a.relation_under if under else a.relation
     dom = a.domain_under if under else a.domain
     assert rel is not None
     if a.terms and not (a.box and not a.clipped):  # (a buffer slice is never an output)
-        tiled = _exact(a, dom)
-        if tiled is not None and a.clipped:
-            tiled = tiled.intersect(valid)
+        bounded = [j for j in _candidates(a, dom) if _bounded_alone(dom, j)]
+        tiled = _exact(a, dom, bounded)
         if tiled is None:
-            tiled = _clipped(a, dom, rel, valid)
+            tiled = _clipped(a, dom, valid, bounded)
         if tiled is not None:
-            return Image(tiled.coalesce(), "tiles")
-    return Image(rel.range(), "range")
+            return Image(tiled.intersect(valid).coalesce(), "tiles")
+    return Image(rel.range().intersect(valid), "range")
 
 
-def _exact(a: AccessRelation, dom: isl.Set) -> isl.Set | None:
+def _exact(a: AccessRelation, dom: isl.Set, bounded: list[int]) -> isl.Set | None:
     """Origins (+) offsets over a domain that is a product of its outer and inner dims,
     the inner ones being those whose range depends on nothing else."""
-    inner = [j for j in _candidates(a, dom) if _product(dom, [j]) is not None]
-    return _origins_plus_offsets(a, dom, inner) if inner else None
+    inner = [j for j in bounded if _product(dom, [j]) is not None]
+    return _origins_plus_offsets(a, dom, inner, bounded) if inner else None
 
 
-def _clipped(a: AccessRelation, dom: isl.Set, rel: isl.Map, valid: isl.Set) -> isl.Set | None:
+def _clipped(a: AccessRelation, dom: isl.Set, valid: isl.Set,
+             bounded: list[int]) -> isl.Set | None:
     """Where the domain is not a product because a guard couples inner and outer dims --
     `if i < N && j < M { dst[i, j] = ... }` in a ragged tile -- the guard may only clip the
-    tiles to the tensor. Then, with `hull` the product of the domain's projections
-    (D <= hull) and E = hull - D the instances the guards remove,
+    tiles to the tensor. With `hull` the product of the domain's projections (D <= hull)
+    and E = hull - D the instances the guards remove, W(hull) = W(D) | W(E), so
 
-        W(D) = W(hull) & valid   when W(D) <= valid and W(E) & valid is empty,
+        W(D) & valid = W(hull) & valid   when W(E) & valid is empty:
 
-    since W(hull) = W(D) | W(E). Both conditions are emptiness questions of relations (no
-    projection); None when either fails or the tiles do not decompose."""
-    inner = [j for j in _candidates(a, dom) if _bounded_alone(dom, j)]
+    an emptiness question of a relation (no projection). None when it fails or the tiles do
+    not decompose; the caller intersects with `valid`."""
+    inner = bounded
     if not inner:
         return None
     hull = _hull(dom, inner)
-    tiles = _origins_plus_offsets(a, hull.outer.intersect(hull.inner), inner)
-    if tiles is None or not rel.subtract_range(valid).is_empty():
+    whole_domain = hull.outer.intersect(hull.inner)
+    tiles = _origins_plus_offsets(a, whole_domain, inner, bounded)
+    if tiles is None:
         return None
-    removed = hull.outer.intersect(hull.inner).subtract(dom)
+    assert a.terms is not None
     whole = box_map(a.terms, a.box, a.tensor) if a.clipped else point_map(a.terms, a.tensor)
+    removed = whole_domain.subtract(dom)
     if not whole.intersect_domain(removed).intersect_range(valid).is_empty():
         return None
-    return tiles.intersect(valid)
+    return tiles
 
 
 def _candidates(a: AccessRelation, dom: isl.Set) -> list[int]:
@@ -134,9 +139,12 @@ def _bounded_alone(dom: isl.Set, j: int) -> bool:
     return _projection(dom, [j]).is_bounded()
 
 
-def _origins_plus_offsets(a: AccessRelation, dom: isl.Set, inner: list[int]) -> isl.Set | None:
+def _origins_plus_offsets(a: AccessRelation, dom: isl.Set, inner: list[int],
+                          bounded: list[int]) -> isl.Set | None:
     """The range over `dom` as a union (over the pieces of the index terms) of Minkowski
-    sums, or None where a piece does not decompose."""
+    sums, or None where a piece does not decompose -- or decomposes uselessly: an origin
+    that divides a bounded dim (the thread, when a guard kept it outer) leaves the
+    projection that is the point of all this inside the origins."""
     assert a.terms is not None
     pieces = [t.get_pieces() for t in a.terms]
     combos = list(itertools.islice(itertools.product(*pieces), PIECE_LIMIT + 1))
@@ -149,7 +157,7 @@ def _origins_plus_offsets(a: AccessRelation, dom: isl.Set, inner: list[int]) -> 
         for where, aff in combo:
             part = part.intersect(where)
             split = _split(aff, inner)
-            if split is None:
+            if split is None or _divides(split.outer, bounded):
                 return None
             splits.append(split)
         if part.is_empty():
@@ -204,6 +212,16 @@ def _split(aff: isl.Aff, inner: list[int]) -> _Split | None:
     if not aff.sub(total).plain_is_zero() and not aff.ne_set(total).is_empty():
         return None  # never expected: the parts must add up to the term itself
     return _Split(outer, in_part)
+
+
+def _divides(aff: isl.Aff, dims: list[int]) -> bool:
+    """Does a division of `aff` read one of `dims`?"""
+    for m in range(aff.dim(DIV)):
+        if not aff.get_coefficient_val(DIV, m).is_zero():
+            div = aff.get_div(m)
+            if any(div.involves_dims(IN, j, 1) for j in dims):
+                return True
+    return False
 
 
 def _product(dom: isl.Set, inner: list[int]) -> _Product | None:
@@ -265,7 +283,77 @@ def _minkowski(part: isl.Set, inner: list[int], splits: list[_Split],
             extents = extents.upper_bound_val(SET, k, isl.Val.int_from_si(extents.get_ctx(),
                                                                           extent - 1))
         offsets = offsets.sum(extents)
-    return origins.sum(_as_boxes(offsets))
+    offsets = _as_boxes(offsets)
+    lattice = _lattice([s.outer for s in splits], offsets)
+    if lattice is None:
+        return origins.sum(offsets)
+    return _periodic(origins, offsets, lattice)
+
+
+@dataclass(frozen=True)
+class _Lattice:
+    """Every origin's coordinate k is = residue[k] (mod period[k]) (period 0: it is
+    residue[k]), and every offset's lies in low[k] .. low[k] + period[k] - 1."""
+
+    period: tuple[int, ...]
+    residue: tuple[int, ...]
+    low: tuple[int, ...]
+
+
+def _lattice(origins: list[isl.Aff], offsets: isl.Set) -> _Lattice | None:
+    """The tile lattice of origin (+) offset, when the offsets fit between two origins: the
+    period of coordinate k is the gcd of the coefficients of its origin term (tile origins
+    are multiples of the tile size), the residue its constant."""
+    if offsets.is_empty() or not offsets.is_bounded():
+        return None
+    free = offsets.project_out(PARAM, 0, offsets.dim(PARAM))
+    period, residue, low = [], [], []
+    for k, aff in enumerate(origins):
+        if not aff.get_denominator_val().is_one():
+            return None
+        g = 0
+        for kind in (IN, PARAM, DIV):
+            for j in range(aff.dim(kind)):
+                g = math.gcd(g, abs(aff.get_coefficient_val(kind, j).to_python()))
+        lo, hi = free.dim_min_val(k).to_python(), free.dim_max_val(k).to_python()
+        if g and hi - lo >= g:
+            return None  # offsets of two origins overlap: no unique decomposition
+        c = aff.get_constant_val().to_python()
+        period.append(g)
+        residue.append(c % g if g else c)
+        low.append(lo)
+    return _Lattice(tuple(period), tuple(residue), tuple(low))
+
+
+def _periodic(origins: isl.Set, offsets: isl.Set, lattice: _Lattice) -> isl.Set:
+    """origins (+) offsets as { x : origin(x) in origins, x - origin(x) in offsets } with
+    origin(x)_k = p * floor((x_k - r - lo) / p) + r: the decomposition is unique on the
+    lattice, and the set has explicit divisions where the sum has existentials (whose
+    complement, in the coverage subtraction, is what ran past ISL's budget)."""
+    ls = isl.LocalSpace.from_space(origins.get_space())
+    origin_of, offset_of = None, None
+    for k, (p, r, lo) in enumerate(zip(lattice.period, lattice.residue, lattice.low,
+                                       strict=True)):
+        x = isl.Aff.var_on_domain(ls, SET, k)
+        if p:
+            q = x.add_constant_val(_val(ls, -(r + lo))).scale_down_val(_val(ls, p)).floor()
+            o = q.scale_val(_val(ls, p)).add_constant_val(_val(ls, r))
+        else:
+            o = isl.Aff.zero_on_domain(ls).add_constant_val(_val(ls, r))
+        origin_of = _extend(origin_of, o)
+        offset_of = _extend(offset_of, x.sub(o))
+    assert origin_of is not None and offset_of is not None
+    on_lattice = origin_of.intersect_range(origins).domain()
+    return on_lattice.intersect(offset_of.intersect_range(offsets).domain())
+
+
+def _extend(m: isl.Map | None, aff: isl.Aff) -> isl.Map:
+    part = isl.Map.from_aff(aff)
+    return part if m is None else m.flat_range_product(part)
+
+
+def _val(ls: isl.LocalSpace, v: int) -> isl.Val:
+    return isl.Val.int_from_si(ls.get_ctx(), v)
 
 
 def _apply(affs: list[isl.Aff], domain: isl.Set) -> isl.Set:
