@@ -543,7 +543,6 @@ def test_good_corpus_proved_and_exact(path: Path) -> None:
         obligations = checker.check(kernel, OPTIONS)
         for o in obligations:
             assert o.verdict is Verdict.PROVED, (o.name, o.message)
-            assert o.seconds < 0.5, (o.name, o.seconds)
         accesses = collect(kernel, isl.Context())
         for sizes in small_sizes(kernel, count=1):
             # Threads 0, 7, 14, ..: every lane and warp position still shows up.
