@@ -111,14 +111,19 @@ class _Lowering(ExprLowering):
             op = {ir.DType.F16: "round.f16", ir.DType.BF16: "round.bf16"}.get(dtype, "mov")
             self.emit(lir.Op(reg, op, (v,)))
             return
-        src = v.value
+        src = self._low32(v.value)
+        self.emit(lir.Op(reg, "wrap.u8" if dtype is ir.DType.U8 else "mov", (src,)))
+
+    def _low32(self, src: lir.Value) -> lir.Value:
+        """An integer value as the 32 bits an i32/u8 element keeps (its low bits: what a
+        store or a `var` of that dtype holds, the interpreter's wrap)."""
         if isinstance(src, Reg) and src.ty is Ty.S64:
             low = self.reg(Ty.S32)
             self.emit(lir.Op(low, "cvt.s32", (src,)))
-            src = low
-        elif isinstance(src, Imm):
-            src = Imm(((int(src.value) + 2**31) % 2**32) - 2**31, Ty.S32)
-        self.emit(lir.Op(reg, "wrap.u8" if dtype is ir.DType.U8 else "mov", (src,)))
+            return low
+        if isinstance(src, Imm):
+            return Imm(((int(src.value) + 2**31) % 2**32) - 2**31, Ty.S32)
+        return src
 
     def s_Store(self, s: ir.Store, scope: Scope) -> Scope:
         dtype = (self.k.tensor(s.tensor) if s.space is ir.Space.GLOBAL
@@ -126,14 +131,7 @@ class _Lowering(ExprLowering):
         v = self.value(s.value, scope)
         addr = self.address(s.tensor, s.space, s.indices, scope, s.span)
         if isinstance(v, IntVal):
-            src = v.value
-            if isinstance(src, Reg) and src.ty is Ty.S64:
-                low = self.reg(Ty.S32)
-                self.emit(lir.Op(low, "cvt.s32", (src,)))
-                src = low
-            elif isinstance(src, Imm):
-                src = Imm(((int(src.value) + 2**31) % 2**32) - 2**31, Ty.S32)
-            v = src
+            v = self._low32(v.value)
         self.emit(lir.Store(s.space, dtype, addr, v, s.span))
         return scope
 
