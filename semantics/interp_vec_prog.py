@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from tilesafe.frontend import ir
-from tilesafe.frontend.walk import loads, statements
+from tilesafe.frontend.walk import loads, own_exprs, statements, subexprs
 
 
 class Kind(str, Enum):
@@ -147,13 +147,30 @@ def lower(kernel: ir.Kernel, written: frozenset[str]) -> Program:
     return _Lower(kernel, written).program()
 
 
+# What the vector engine executes; anything else (a construct newer than it, such as the
+# tensor-core statements) is left to the scalar engine.
+STATEMENTS = (ir.Let, ir.VarDecl, ir.Assign, ir.Store, ir.For, ir.If, ir.Role, ir.Init,
+              ir.Fence, ir.Sync, ir.Wait, ir.Arrive, ir.ExpectTx, ir.TmaLoad, ir.TmaStore,
+              ir.CommitGroup, ir.WaitGroup, ir.NamedBar)
+EXPRESSIONS = (ir.IntConst, ir.FloatConst, ir.SizeVar, ir.Builtin, ir.LoopVar, ir.LocalRef,
+               ir.BinOp, ir.UnOp, ir.Call, ir.Load)
+
+
 def unsupported(kernel: ir.Kernel, written: frozenset[str]) -> str | None:
-    """Why the vector engine cannot run `kernel` (None: it can). Its steps execute a group's
-    effects before the group's local code, which equals the scalar order only when local
-    code reads nothing another thread may write: a loop bound that reads shared memory or a
-    written tensor (the scalar engine reads it without a step) breaks that."""
+    """Why the vector engine cannot run `kernel` (None: it can): a statement or expression
+    it does not know, or a loop bound that reads shared memory or a written tensor. Its
+    steps execute a group's effects before the group's local code, which equals the scalar
+    order only when local code reads nothing another thread may write (the scalar engine
+    reads a loop bound between steps)."""
     low = _Lower(kernel, written)
     for s in statements(kernel.body):
+        if not isinstance(s, STATEMENTS):
+            return f"the vector engine does not execute {type(s).__name__} (at {s.span})"
+        for e in own_exprs(s):
+            for x in subexprs(e):
+                if not isinstance(x, EXPRESSIONS):
+                    return (f"the vector engine does not evaluate {type(x).__name__} "
+                            f"(at {x.span})")
         if isinstance(s, ir.For) and (low.visible(s.lo) or low.visible(s.hi)):
             return (f"the loop at {s.span} reads memory other threads write in its bounds "
                     "(read between steps)")

@@ -217,6 +217,18 @@ def test_a_kernel_outside_the_fragment_falls_back() -> None:
         run_kernel(k, {}, {"x": np.zeros(64, np.float32)}, engine="vector")
 
 
+def test_constructs_the_vector_engine_does_not_know_are_left_to_the_scalar_engine() -> None:
+    src = """
+    kernel f(x: global f32[128]) grid 1 block 128 {
+      wgmma_fence
+      x[thread] = 1.0
+    }
+    """
+    k = compile_source(src, "<test>").kernels[0]
+    why = vector_unsupported(k, {}, (1,))
+    assert why is not None and "WgmmaFence" in why
+
+
 def test_wide_integers_fall_back() -> None:
     src = """
     kernel w(k: global i32[32], o: global i32[32]) grid 1 block 32 {
