@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import islpy as isl
 
 from tilesafe.frontend import ir
+from tilesafe.frontend.fold import Algebra, fold
 from tilesafe.semantics import evaluate
 
 SET = isl.dim_type.set
@@ -92,36 +93,82 @@ def term(expr: ir.Expr, env: AffineEnv) -> isl.PwAff:
     """The exact ISL form of a quasi-affine integer term, or NotAffine."""
     if expr.type is not ir.ScalarType.INT:
         raise NotAffine(f"a {expr.type.value} value is not an integer term", expr)
-    if isinstance(expr, ir.IntConst):
-        return constant(env, expr.value)
-    if isinstance(expr, ir.SizeVar):
-        return param(env, expr.name, expr)
-    if isinstance(expr, ir.LoopVar):
-        if expr.uid not in env.loops:
-            raise NotAffine(f"loop variable '{expr.name}' is not in scope", expr)
-        return dim(env, env.loops[expr.uid])
-    if isinstance(expr, ir.Builtin):
-        return _builtin(expr, env)
-    if isinstance(expr, ir.LocalRef):
-        if expr.mutable:
-            raise NotAffine(f"'{expr.name}' is a mutable variable", expr)
-        if expr.uid not in env.lets:
-            raise NotAffine(f"'{expr.name}' is not bound to an integer term", expr)
-        return term(env.lets[expr.uid], env)
-    if isinstance(expr, ir.UnOp) and expr.op == "-":
-        return term(expr.operand, env).neg()
-    if isinstance(expr, ir.BinOp):
-        return _binop(expr, env)
-    if isinstance(expr, ir.Call) and expr.func in ("min", "max", "abs"):
-        args = [term(a, env) for a in expr.args]
-        if expr.func == "min":
-            return args[0].min(args[1])
-        if expr.func == "max":
-            return args[0].max(args[1])
-        return args[0].max(args[0].neg())
-    if isinstance(expr, ir.Load):
-        raise NotAffine(f"it reads memory ('{expr.tensor}[...]')", expr)
-    raise NotAffine(f"'{type(expr).__name__}' is not a quasi-affine term", expr)
+    return fold(expr, IslTerms(env))
+
+
+class IslTerms(Algebra[isl.PwAff]):
+    """Integer IR terms as ISL piecewise quasi-affine functions over an AffineEnv's space:
+    + - by anything, * when one side is constant, floor / and % by positive constants (ISL's
+    floor and mod are the language's), min, max, abs."""
+
+    def __init__(self, env: AffineEnv) -> None:
+        self.env = env
+
+    def leaf(self, e: ir.Expr) -> isl.PwAff:
+        env = self.env
+        if e.type is not ir.ScalarType.INT:
+            raise NotAffine(f"a {e.type.value} value is not an integer term", e)
+        if isinstance(e, ir.IntConst):
+            return constant(env, e.value)
+        if isinstance(e, ir.SizeVar):
+            return param(env, e.name, e)
+        if isinstance(e, ir.LoopVar):
+            if e.uid not in env.loops:
+                raise NotAffine(f"loop variable '{e.name}' is not in scope", e)
+            return dim(env, env.loops[e.uid])
+        if isinstance(e, ir.Builtin):
+            return _builtin(e, env)
+        if isinstance(e, ir.LocalRef):
+            if e.mutable:
+                raise NotAffine(f"'{e.name}' is a mutable variable", e)
+            if e.uid not in env.lets:
+                raise NotAffine(f"'{e.name}' is not bound to an integer term", e)
+            return fold(env.lets[e.uid], self)
+        if isinstance(e, ir.Load):
+            raise NotAffine(f"it reads memory ('{e.tensor}[...]')", e)
+        raise NotAffine(f"'{type(e).__name__}' is not a quasi-affine term", e)
+
+    def op(self, name: str, e: ir.Expr, args: list[isl.PwAff]) -> isl.PwAff:
+        impl = self.OPS.get(name)
+        if impl is not None:
+            return impl(self, e, *args)
+        if e.type is not ir.ScalarType.INT:
+            raise NotAffine(f"a {e.type.value} value is not an integer term", e)
+        if isinstance(e, ir.BinOp):
+            raise NotAffine(f"operator '{e.op}' does not give an integer term", e)
+        raise NotAffine(f"'{type(e).__name__}' is not a quasi-affine term", e)
+
+    def to_float(self, x: isl.PwAff, e: ir.Expr) -> isl.PwAff:
+        raise NotAffine("a float value is not an integer term", e)
+
+    def _mul(self, e: ir.Expr, a: isl.PwAff, b: isl.PwAff) -> isl.PwAff:
+        assert isinstance(e, ir.BinOp)
+        if isinstance(e.rhs, ir.IntConst):
+            return a.scale_val(val(self.env.ctx, e.rhs.value))
+        if isinstance(e.lhs, ir.IntConst):
+            return b.scale_val(val(self.env.ctx, e.lhs.value))
+        if a.is_cst() or b.is_cst():
+            return a.mul(b)
+        raise NotAffine("a product of two non-constant terms", e)
+
+    def _divmod(self, e: ir.Expr, a: isl.PwAff, b: isl.PwAff) -> isl.PwAff:
+        assert isinstance(e, ir.BinOp)
+        if not isinstance(e.rhs, ir.IntConst) or e.rhs.value <= 0:
+            raise NotAffine(f"'{e.op}' by something other than a positive constant", e)
+        d = val(self.env.ctx, e.rhs.value)
+        return a.scale_down_val(d).floor() if e.op == "/" else a.mod_val(d)
+
+    OPS = {
+        "int.add": lambda s, e, a, b: a.add(b),
+        "int.sub": lambda s, e, a, b: a.sub(b),
+        "int.neg": lambda s, e, a: a.neg(),
+        "int.mul": _mul,
+        "int.div": _divmod,
+        "int.mod": _divmod,
+        "int.min": lambda s, e, a, b: a.min(b),
+        "int.max": lambda s, e, a, b: a.max(b),
+        "int.abs": lambda s, e, a: a.max(a.neg()),
+    }
 
 
 def _builtin(expr: ir.Builtin, env: AffineEnv) -> isl.PwAff:
@@ -139,28 +186,6 @@ def _builtin(expr: ir.Builtin, env: AffineEnv) -> isl.PwAff:
     if kind is ir.BuiltinKind.LANE:
         return thread.mod_val(val(env.ctx, 32))
     return thread.scale_down_val(val(env.ctx, 32)).floor()  # warp_id
-
-
-def _binop(expr: ir.BinOp, env: AffineEnv) -> isl.PwAff:
-    op = expr.op
-    if op in ("+", "-"):
-        lhs, rhs = term(expr.lhs, env), term(expr.rhs, env)
-        return lhs.add(rhs) if op == "+" else lhs.sub(rhs)
-    if op == "*":
-        if isinstance(expr.rhs, ir.IntConst):
-            return term(expr.lhs, env).scale_val(val(env.ctx, expr.rhs.value))
-        if isinstance(expr.lhs, ir.IntConst):
-            return term(expr.rhs, env).scale_val(val(env.ctx, expr.lhs.value))
-        lhs, rhs = term(expr.lhs, env), term(expr.rhs, env)
-        if lhs.is_cst() or rhs.is_cst():
-            return lhs.mul(rhs)
-        raise NotAffine("a product of two non-constant terms", expr)
-    if op in ("/", "%"):
-        if not isinstance(expr.rhs, ir.IntConst) or expr.rhs.value <= 0:
-            raise NotAffine(f"'{op}' by something other than a positive constant", expr)
-        lhs, d = term(expr.lhs, env), val(env.ctx, expr.rhs.value)
-        return lhs.scale_down_val(d).floor() if op == "/" else lhs.mod_val(d)
-    raise NotAffine(f"operator '{op}' does not give an integer term", expr)
 
 
 # ---- conditions ---------------------------------------------------------------------------
