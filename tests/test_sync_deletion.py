@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tilesafe.checkers import barrier, ownership
+from tilesafe.checkers import barrier, global_memory, ownership
 from tilesafe.checkers.obligation import Severity, Verdict
 from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend import ir
@@ -71,7 +71,8 @@ UNKNOWN: list[str] = []
                          ids=[f"{p.stem}-{mutants(p)[i][0].replace(' ', '_')}" for p, i in CASES])
 def test_deleted_synchronisation_is_refuted_or_harmless(path: Path, i: int):
     label, k = mutants(path)[i]
-    obs = barrier.check(k, OPTS) + ownership.check(k, OPTS)
+    # the checkers that speak of ordering: mbarrier phases, shared memory, global memory
+    obs = barrier.check(k, OPTS) + ownership.check(k, OPTS) + global_memory.check(k, OPTS)
     errors = [o for o in obs if o.verdict is not Verdict.PROVED and o.severity is Severity.ERROR]
     if any(o.verdict is Verdict.REFUTED for o in errors):
         return
