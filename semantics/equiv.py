@@ -90,8 +90,8 @@ def check(a: ir.Kernel, b: ir.Kernel, seed: int = 0) -> Result:
     for sizes in launches[:4]:
         arrays = value_inputs(a, sizes, seed, exact=False)
         try:
-            ra = run_kernel(a, sizes, arrays, seed=seed, max_steps=MAX_STEPS)
-            rb = run_kernel(b, sizes, arrays, seed=seed, max_steps=MAX_STEPS)
+            ra = run_kernel(a, sizes, arrays, max_steps=MAX_STEPS)
+            rb = run_kernel(b, sizes, arrays, max_steps=MAX_STEPS)
         except InterpError as err:
             return Result("unknown", f"a run failed at {sizes} ({err.code}): verify each "
                           "kernel first", launches=tuple(ran))

@@ -104,7 +104,7 @@ def _check(kernel: ir.Kernel, sizes_list: list[dict[str, int]] | None, seed: int
             break
         try:
             arrays = value_inputs(kernel, sizes, seed, exact, profile)
-            result = run_kernel(kernel, sizes, arrays, seed=seed, max_steps=MAX_STEPS)
+            result = run_kernel(kernel, sizes, arrays, max_steps=MAX_STEPS)
         except InterpError as err:
             for s in skipped:
                 s.append(f"{_sizes_text(sizes)}: the run failed ({err.code}): the safety "
@@ -141,7 +141,7 @@ def replay(kernel: ir.Kernel, sizes: dict[str, int], seed: int, exact: bool,
            profile: Profile = Profile.PLAIN) -> tuple[dict[str, np.ndarray], RunResult]:
     """The inputs and the interpreter run a Mismatch came from."""
     arrays = value_inputs(kernel, sizes, seed, exact, profile)
-    return arrays, run_kernel(kernel, sizes, arrays, seed=seed, max_steps=MAX_STEPS)
+    return arrays, run_kernel(kernel, sizes, arrays, max_steps=MAX_STEPS)
 
 
 def compare(kernel: ir.Kernel, spec: ir.Ensures, sizes: dict[str, int], seed: int,

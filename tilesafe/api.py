@@ -163,8 +163,12 @@ class RunRecord:
     result: Any
 
 
+SCHEDULES = ("lockstep", "random", "pct")
+
+
 def run_detailed(path: str | Path, sizes: Mapping[str, int] | str, seed: int = 0,
-                 kernel: str | None = None, inputs_kind: str = "random") -> RunRecord:
+                 kernel: str | None = None, inputs_kind: str = "random",
+                 schedule: str = "lockstep") -> RunRecord:
     """Interpret one kernel on random inputs drawn from `seed` (`inputs_kind` "distinct":
     the pairwise distinct float inputs `equiv` and the value checker run on, so that their
     distinguishing launches can be replayed). Raises DiagnosticError for a bad file,
@@ -186,8 +190,19 @@ def run_detailed(path: str | Path, sizes: Mapping[str, int] | str, seed: int = 0
         inputs = interp.random_inputs(k, dict(sizes), np.random.default_rng(seed))
     else:
         raise UsageError(f"unknown kind of inputs '{inputs_kind}' (random or distinct)")
-    result = interp.run_kernel(k, dict(sizes), inputs, seed=seed)
+    result = interp.run_kernel(k, dict(sizes), inputs, **schedule_options(schedule, seed))
     return RunRecord(k, dict(sizes), seed, inputs, result)
+
+
+def schedule_options(schedule: str, seed: int) -> dict[str, Any]:
+    """How `run` schedules the threads: "lockstep" (the vector engine's one legal schedule,
+    fast; the scalar engine where the vector one cannot run), "random" (the scalar engine's
+    seeded uniform choice) or "pct" (its adversarial priorities, seeded)."""
+    if schedule == "lockstep":
+        return {}
+    if schedule in ("random", "pct"):
+        return {"seed": seed, "policy": schedule}
+    raise UsageError(f"unknown schedule '{schedule}' ({', '.join(SCHEDULES)})")
 
 
 def run(path: str | Path, sizes: Mapping[str, int] | str, seed: int = 0,
@@ -298,7 +313,7 @@ def run_gpu(path: str | Path, sizes: Mapping[str, int] | str, seed: int = 0,
     if not check:
         return GpuRecord(res.kernel, dict(sizes), seed, inputs, gpu)
     try:
-        ref = interp.run_kernel(res.kernel, dict(sizes), inputs, seed=seed)
+        ref = interp.run_kernel(res.kernel, dict(sizes), inputs)
     except interp.InterpError as err:
         return GpuRecord(res.kernel, dict(sizes), seed, inputs, gpu, None, err)
     mism = tuple(compare(ref.tensors, gpu.tensors)) if gpu.status == "ok" else ()

@@ -174,7 +174,7 @@ def _cmd_run(args: argparse.Namespace, out: _Out) -> int:
                 raise _Usage("--inputs distinct runs on the interpreter only")
             return _run_gpu(args, out, sizes)
         rec = api.run_detailed(args.file, sizes, seed=args.seed, kernel=args.kernel,
-                               inputs_kind=args.inputs)
+                               inputs_kind=args.inputs, schedule=args.schedule)
     except DiagnosticError:
         raise
     except Exception as err:  # the interpreter's InterpError: the kernel failed at run time
@@ -666,7 +666,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--size", metavar="M=..,N=..", default="",
                      help="values of the size parameters, e.g. M=128,N=192")
     run.add_argument("--kernel", metavar="NAME", help="kernel to run (if the file has several)")
-    run.add_argument("--seed", type=int, default=0, help="random seed for inputs (default 0)")
+    run.add_argument("--seed", type=int, default=0,
+                     help="random seed for the inputs, and for a random or pct schedule "
+                          "(default 0)")
+    run.add_argument("--schedule", choices=("lockstep", "random", "pct"), default="lockstep",
+                     help="how threads interleave: lockstep (one legal schedule, groups of "
+                          "threads as numpy operations: fast), random (seeded uniform, thread "
+                          "by thread) or pct (adversarial priorities); default lockstep")
     run.add_argument("--out", metavar="FILE.npz", help="save inputs and outputs here")
     run.add_argument("--inputs", choices=("random", "distinct"), default="random",
                      help="random (default), or pairwise distinct float inputs: those "
