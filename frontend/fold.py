@@ -37,9 +37,14 @@ class NoForm(Exception):
 
 class Algebra(Generic[V]):
     """A meaning of IR expressions. Subclasses give `leaf`, `to_float` (an int operand of
-    a float operation) and OPS: operation name -> f(algebra, node, *operand values)."""
+    a float operation) and OPS: operation name -> f(algebra, node, *operand values); and
+    may take a sub-expression whole (`whole`, asked before its operands are folded: value
+    terms keep an integer term without loads as one ISL-comparable leaf)."""
 
     OPS: ClassVar[Mapping[str, Callable[..., Any]]] = {}
+
+    def whole(self, e: ir.Expr) -> V | None:
+        return None
 
     def leaf(self, e: ir.Expr) -> V:
         raise NoForm(f"'{type(e).__name__}' has no meaning here", e)
@@ -56,6 +61,9 @@ class Algebra(Generic[V]):
 
 def fold(e: ir.Expr, algebra: Algebra[V]) -> V:
     """The meaning of `e` in `algebra` (operands left to right)."""
+    taken = algebra.whole(e)
+    if taken is not None:
+        return taken
     if isinstance(e, OPERATORS):
         t = typed_op(e)
         args = [fold(a, algebra) for a in operands(e)]

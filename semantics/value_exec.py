@@ -23,6 +23,7 @@ import numpy as np
 
 from tilesafe.frontend import ir
 from tilesafe.frontend import walk as ir_walk
+from tilesafe.frontend.fold import Algebra, fold
 from tilesafe.frontend.ir_build import add as _add
 from tilesafe.frontend.ir_build import const as _int
 from tilesafe.semantics import evaluate, fp
@@ -322,14 +323,43 @@ class Executor:
     # ---- expressions -----------------------------------------------------------------------
 
     def value(self, e: ir.Expr, ctx: _Ctx) -> Term:
-        if e.type is INT:
-            if any(isinstance(n, ir.LocalRef) and n.mutable for n in ir_walk.subexprs(e)):
-                raise Unsupported(f"the integer variable in '{_short(e)}' is mutable")
-            if not (_reads_memory(e) or any(isinstance(n, ir.LocalRef) and n.uid in ctx.vals
-                                            for n in ir_walk.subexprs(e))):
-                return IntV(e, ctx.inst())
-            # an integer computed from memory: a term of loads and integer operations, as
-            # below for floats (the language's integers are exact; a store wraps)
+        return fold(e, KernelTerms(ctx))
+
+
+class TermAlgebra(Algebra[Term]):
+    """Expressions as value terms (the specification proof's meaning): an operation is an
+    Op named by its typed operation, an int operand of a float operation is wrapped in
+    cvt.f32, `f32(x)` of a float is x; a condition is not a value."""
+
+    def op(self, name: str, e: ir.Expr, args: list[Term]) -> Term:
+        if name in ("and", "or", "not") or e.type is BOOL:
+            raise Unsupported("a condition used as a value")
+        return args[0] if name == "id" else Op(name, tuple(args))
+
+    def to_float(self, x: Term, e: ir.Expr) -> Term:
+        return Op("cvt.f32", (x,))
+
+
+class KernelTerms(TermAlgebra):
+    """The kernel's expressions at one statement: loads become global or shared reads of
+    the statement's instance, locals their current terms; an integer term that reads no
+    memory and no term-valued local stays whole (an IntV, compared by ISL)."""
+
+    def __init__(self, ctx: _Ctx) -> None:
+        self.ctx = ctx
+
+    def whole(self, e: ir.Expr) -> Term | None:
+        if e.type is not INT:
+            return None
+        if any(isinstance(n, ir.LocalRef) and n.mutable for n in ir_walk.subexprs(e)):
+            raise Unsupported(f"the integer variable in '{_short(e)}' is mutable")
+        if _reads_memory(e) or any(isinstance(n, ir.LocalRef) and n.uid in self.ctx.vals
+                                   for n in ir_walk.subexprs(e)):
+            return None  # computed from memory: a term of loads and integer operations
+        return IntV(e, self.ctx.inst())
+
+    def leaf(self, e: ir.Expr) -> Term:
+        ctx = self.ctx
         if isinstance(e, ir.FloatConst):
             return lit(e.value)
         if isinstance(e, ir.Load):
@@ -340,19 +370,6 @@ class Executor:
             if e.uid not in ctx.vals:
                 raise Unsupported(f"'{e.name}' has no value term")
             return ctx.vals[e.uid]
-        if isinstance(e, (ir.BinOp, ir.UnOp, ir.Call)):
-            op = evaluate.typed_op(e)
-            operands = ((e.lhs, e.rhs) if isinstance(e, ir.BinOp)
-                        else (e.operand,) if isinstance(e, ir.UnOp) else e.args)
-            if op.name in ("and", "or", "not") or e.type is BOOL:
-                raise Unsupported("a condition used as a value")
-            args = []
-            for a, conv in zip(operands, op.to_float, strict=True):
-                t = self.value(a, ctx)
-                args.append(Op("cvt.f32", (t,)) if conv else t)
-            if op.name == "id":
-                return args[0]
-            return Op(op.name, tuple(args))
         raise Unsupported(f"'{type(e).__name__}' as a value")
 
 

@@ -39,9 +39,17 @@ import islpy as isl
 from tilesafe.frontend import ir
 from tilesafe.frontend import walk as ir_walk
 from tilesafe.frontend.fmt import without_spans
-from tilesafe.semantics import evaluate, sync_counts, value_rings
+from tilesafe.frontend.fold import fold
+from tilesafe.semantics import sync_counts, value_rings
 from tilesafe.semantics.value_compare import Compare
-from tilesafe.semantics.value_exec import Arrival, Executor, Unsupported, Write, lit
+from tilesafe.semantics.value_exec import (
+    Arrival,
+    Executor,
+    TermAlgebra,
+    Unsupported,
+    Write,
+    lit,
+)
 from tilesafe.semantics.value_space import (
     SPEC_NS,
     NotProved,
@@ -363,26 +371,35 @@ def spec_term(spec: ir.Ensures, kernel: ir.Kernel) -> tuple[Inst, Term]:
 
 
 def _spec_value(e: ir.Expr, inst: Inst) -> Term:
-    if e.type is ir.ScalarType.INT and next(ir_walk.loads(e), None) is None:
-        return IntV(e, inst)
-    if isinstance(e, ir.FloatConst):
-        return lit(e.value)
-    if isinstance(e, ir.Load):
-        return Glob(e.tensor, e.indices, inst)
-    if isinstance(e, ir.Reduce):
-        inner = Inst(inst.ns, 0, 1, False, inst.loops + (LoopInfo(e.var.uid, e.lo, e.hi, 1),),
-                     ())
-        return SpecSum(e.ordered, inner, _spec_value(e.body, inner))
-    if isinstance(e, (ir.BinOp, ir.UnOp, ir.Call)):
-        op = evaluate.typed_op(e)
-        operands = ((e.lhs, e.rhs) if isinstance(e, ir.BinOp)
-                    else (e.operand,) if isinstance(e, ir.UnOp) else e.args)
-        args = []
-        for a, conv in zip(operands, op.to_float, strict=True):
-            t = _spec_value(a, inst)
-            args.append(Op("cvt.f32", (t,)) if conv else t)
-        return args[0] if op.name == "id" else Op(op.name, tuple(args))
-    raise Unsupported(f"'{type(e).__name__}' in a spec")
+    return fold(e, SpecTerms(inst))
+
+
+class SpecTerms(TermAlgebra):
+    """A spec's right-hand side as a value term over the spec's instance: loads are global
+    reads, an integer term without loads stays whole, a sum is a SpecSum over one more
+    loop (its variable) of the instance."""
+
+    def __init__(self, inst: Inst) -> None:
+        self.inst = inst
+
+    def whole(self, e: ir.Expr) -> Term | None:
+        if e.type is ir.ScalarType.INT and next(ir_walk.loads(e), None) is None:
+            return IntV(e, self.inst)
+        if isinstance(e, ir.Reduce):
+            inner = Inst(self.inst.ns, 0, 1, False,
+                         self.inst.loops + (LoopInfo(e.var.uid, e.lo, e.hi, 1),), ())
+            return SpecSum(e.ordered, inner, fold(e.body, SpecTerms(inner)))
+        return None
+
+    def leaf(self, e: ir.Expr) -> Term:
+        if isinstance(e, ir.FloatConst):
+            return lit(e.value)
+        if isinstance(e, ir.Load):
+            return Glob(e.tensor, e.indices, self.inst)
+        raise Unsupported(f"'{type(e).__name__}' in a spec")
+
+    def op(self, name: str, e: ir.Expr, args: list[Term]) -> Term:
+        return args[0] if name == "id" else Op(name, tuple(args))
 
 
 def _step_body(w: Write) -> Term | None:
