@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tilesafe.frontend import ir
+from tilesafe.frontend.fold import Algebra, fold
 from tilesafe.frontend.span import Span
 from tilesafe.semantics import evaluate
 
@@ -133,31 +134,41 @@ SIZE = "size"
 def deps(e: ir.Expr, lets: Mapping[int, ir.Expr]) -> frozenset[object]:
     """What a term depends on: THREAD, BLOCK, SIZE, DATA (memory, mutable or float values)
     and the uids of loop variables."""
-    if isinstance(e, ir.IntConst):
-        return frozenset()
-    if isinstance(e, ir.FloatConst) or e.type is ir.ScalarType.FLOAT:
-        return frozenset({DATA})
-    if isinstance(e, ir.SizeVar):
-        return frozenset({SIZE})
-    if isinstance(e, ir.Builtin):
-        return frozenset({BLOCK if e.kind.value.startswith("block") else THREAD})
-    if isinstance(e, ir.LoopVar):
-        return frozenset({e.uid})
-    if isinstance(e, ir.LocalRef):
-        if e.mutable or e.uid not in lets:
+    return fold(e, _Deps(lets))
+
+
+class _Deps(Algebra[frozenset]):
+    """Dependences as an algebra: an integer operation depends on what its operands do,
+    anything float, a load, a mutable local or another call on data."""
+
+    def __init__(self, lets: Mapping[int, ir.Expr]) -> None:
+        self.lets = lets
+
+    def whole(self, e: ir.Expr) -> frozenset | None:
+        if isinstance(e, ir.FloatConst) or e.type is ir.ScalarType.FLOAT:
             return frozenset({DATA})
-        return deps(lets[e.uid], lets)
-    if isinstance(e, ir.Load):
+        return None
+
+    def leaf(self, e: ir.Expr) -> frozenset:
+        if isinstance(e, ir.IntConst):
+            return frozenset()
+        if isinstance(e, ir.SizeVar):
+            return frozenset({SIZE})
+        if isinstance(e, ir.Builtin):
+            return frozenset({BLOCK if e.kind.value.startswith("block") else THREAD})
+        if isinstance(e, ir.LoopVar):
+            return frozenset({e.uid})
+        if isinstance(e, ir.LocalRef) and not e.mutable and e.uid in self.lets:
+            return fold(self.lets[e.uid], self)
         return frozenset({DATA})
-    if isinstance(e, ir.BinOp):
-        return deps(e.lhs, lets) | deps(e.rhs, lets)
-    if isinstance(e, ir.UnOp):
-        return deps(e.operand, lets)
-    if isinstance(e, ir.Call):
-        if e.func not in ("min", "max", "abs"):
+
+    def op(self, name: str, e: ir.Expr, args: list[frozenset]) -> frozenset:
+        if isinstance(e, ir.Call) and e.func not in ("min", "max", "abs"):
             return frozenset({DATA})
-        return frozenset().union(*(deps(a, lets) for a in e.args))
-    return frozenset({DATA})
+        return frozenset().union(*args)
+
+    def to_float(self, x: frozenset, e: ir.Expr) -> frozenset:
+        return frozenset({DATA})
 
 
 class LaneEnv:
@@ -237,38 +248,50 @@ def period_in(e: ir.Expr, uid: int, lets: Mapping[int, ir.Expr]) -> _Kind:
     (the shift a*t is a multiple of c); lin % c is per c*P; comparisons, min, max, abs and
     boolean operators only of per/const operands.
     """
-    if isinstance(e, ir.LoopVar):
-        return ("lin", 1) if e.uid == uid else CONST
-    if isinstance(e, (ir.IntConst, ir.SizeVar, ir.Builtin, ir.FloatConst)):
-        return CONST
-    if isinstance(e, ir.LocalRef):
-        if e.mutable or e.uid not in lets:
+    return fold(e, _Periods(uid, lets))
+
+
+class _Periods(Algebra[_Kind]):
+    """period_in as an algebra over the integer operations (see period_in)."""
+
+    def __init__(self, uid: int, lets: Mapping[int, ir.Expr]) -> None:
+        self.uid, self.lets = uid, lets
+
+    def leaf(self, e: ir.Expr) -> _Kind:
+        if isinstance(e, ir.LoopVar):
+            return ("lin", 1) if e.uid == self.uid else CONST
+        if isinstance(e, (ir.IntConst, ir.SizeVar, ir.Builtin, ir.FloatConst)):
+            return CONST
+        if isinstance(e, ir.LocalRef) and not e.mutable and e.uid in self.lets:
+            return fold(self.lets[e.uid], self)
+        return None
+
+    def to_float(self, x: _Kind, e: ir.Expr) -> _Kind:
+        return x
+
+    def op(self, name: str, e: ir.Expr, args: list[_Kind]) -> _Kind:
+        if name in ("int.neg", "f32.neg"):
+            return args[0]
+        if name in ("int.add", "int.sub", "f32.add", "f32.sub"):
+            return join_kinds(args, allow_lin=True)
+        if name in ("int.mul", "f32.mul"):
+            lhs, rhs = args
+            return rhs if lhs == CONST else lhs if rhs == CONST else None
+        if name in ("int.div", "int.mod", "f32.div"):
+            return _divided(e, args[0], name != "int.mod")
+        if isinstance(e, ir.Call) and e.func not in ("min", "max", "abs"):
             return None
-        return period_in(lets[e.uid], uid, lets)
-    if isinstance(e, ir.UnOp):
-        inner = period_in(e.operand, uid, lets)
-        return inner if e.op == "-" else join_kinds([inner], allow_lin=False)
-    if isinstance(e, ir.BinOp):
-        lhs, rhs = period_in(e.lhs, uid, lets), period_in(e.rhs, uid, lets)
-        if e.op in ("+", "-"):
-            return join_kinds([lhs, rhs], allow_lin=True)
-        if e.op == "*":
-            if lhs == CONST:
-                return rhs
-            if rhs == CONST:
-                return lhs
-            return None
-        if e.op in ("/", "%"):
-            if not isinstance(e.rhs, ir.IntConst) or e.rhs.value <= 0 or lhs is None:
-                return None
-            c = e.rhs.value
-            if lhs[0] != "lin":
-                return lhs
-            p = c * lhs[1]
-            if p > MAX_PERIOD:
-                return None
-            return ("lin", p) if e.op == "/" else ("per", p)
-        return join_kinds([lhs, rhs], allow_lin=False)
-    if isinstance(e, ir.Call) and e.func in ("min", "max", "abs"):
-        return join_kinds([period_in(a, uid, lets) for a in e.args], allow_lin=False)
-    return None
+        return join_kinds(args, allow_lin=False)
+
+
+def _divided(e: ir.Expr, lhs: _Kind, div: bool) -> _Kind:
+    """lin / c is lin c*P, lin % c is per c*P (c a positive constant); else as lhs."""
+    assert isinstance(e, ir.BinOp)
+    if not isinstance(e.rhs, ir.IntConst) or e.rhs.value <= 0 or lhs is None:
+        return None
+    if lhs[0] != "lin":
+        return lhs
+    p = e.rhs.value * lhs[1]
+    if p > MAX_PERIOD:
+        return None
+    return ("lin", p) if div else ("per", p)
