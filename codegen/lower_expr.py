@@ -10,14 +10,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from tilesafe.codegen import lir
 from tilesafe.codegen.lir import Imm, Reg, Ty
+from tilesafe.codegen.lir_terms import LirTerms
 from tilesafe.codegen.placement import BARRIER_BYTES, SharedPlacement
-from tilesafe.codegen.ranges import MAX_ELEMENTS, Interval, SizeBounds, dtype_interval
+from tilesafe.codegen.ranges import MAX_ELEMENTS, Interval, SizeBounds
 from tilesafe.frontend import ir
 from tilesafe.frontend.diagnostics import Diagnostic, DiagnosticError
+from tilesafe.frontend.fold import fold
 from tilesafe.frontend.limits import MAX_SHARED_BYTES
 from tilesafe.frontend.span import NO_SPAN, Span
 from tilesafe.semantics import evaluate, fp, layouts
@@ -362,61 +362,11 @@ class ExprLowering:
     # -- expressions ------------------------------------------------------------------------
 
     def int_expr(self, e: ir.Expr, scope: Scope) -> IntVal:
-        if isinstance(e, ir.IntConst):
-            return imm_val(e.value, e.span)
-        if isinstance(e, ir.SizeVar):
-            return self.size(e.name)
-        if isinstance(e, ir.Builtin):
-            return self.builtin(e, scope)
-        if isinstance(e, (ir.LoopVar, ir.LocalRef)):
-            v = scope.values[e.uid]
-            if isinstance(v, VarSlot):
-                return IntVal(v.reg, dtype_interval(v.dtype))
-            return v
-        if isinstance(e, ir.Load):
-            return IntVal(self.load(e, scope), dtype_interval(self._dtype_of(e)))
-        if isinstance(e, (ir.BinOp, ir.UnOp, ir.Call)):
-            op = evaluate.typed_op(e)
-            if op.name == "id":
-                return self.int_expr(e.args[0], scope)  # type: ignore[union-attr]
-            if op.name == "cvt.i32":
-                f = self.float_expr(e.args[0], scope)  # type: ignore[union-attr]
-                dst = self.reg(Ty.S32)
-                self.emit(lir.Op(dst, "cvt.i32", (f,)))
-                return IntVal(dst, dtype_interval(ir.DType.I32))
-            if isinstance(e, ir.UnOp):
-                return self.int_op(op.name, self.int_expr(e.operand, scope), None, e.span)
-            if isinstance(e, ir.Call) and len(e.args) == 1:
-                return self.int_op(op.name, self.int_expr(e.args[0], scope), None, e.span)
-            lhs, rhs = (e.lhs, e.rhs) if isinstance(e, ir.BinOp) else e.args
-            a = self.int_expr(lhs, scope)
-            b = self.int_expr(rhs, scope)
-            return self.int_op(op.name, a, b, e.span)
-        raise AssertionError(f"no integer lowering for {type(e).__name__}")
+        """An integer expression: its value and range (codegen/lir_terms.py)."""
+        return fold(e, LirTerms(self, scope))
 
     def float_expr(self, e: ir.Expr, scope: Scope) -> lir.Value:
-        if isinstance(e, ir.FloatConst):
-            return Imm(float(np.float32(e.value)), Ty.F32)
-        if isinstance(e, ir.LocalRef):
-            v = scope.values[e.uid]
-            return v.reg if isinstance(v, VarSlot) else v
-        if isinstance(e, ir.Load):
-            return self.load(e, scope)
-        op = evaluate.typed_op(e)  # type: ignore[arg-type]
-        if op.name == "id":
-            return self.float_expr(e.args[0], scope)  # type: ignore[attr-defined]
-        if op.name == "cvt.f32":
-            a = self.int_expr(e.args[0], scope)  # type: ignore[attr-defined]
-            return self._to_f32(a)
-        operands = ((e.lhs, e.rhs) if isinstance(e, ir.BinOp)
-                    else (e.operand,) if isinstance(e, ir.UnOp) else e.args)  # type: ignore
-        vals = []
-        for x, conv in zip(operands, op.to_float, strict=True):
-            vals.append(self._to_f32(self.int_expr(x, scope)) if conv
-                        else self.float_expr(x, scope))
-        dst = self.reg(Ty.F32)
-        self.emit(lir.Op(dst, op.name, tuple(vals)))
-        return dst
+        return fold(e, LirTerms(self, scope))
 
     def _to_f32(self, a: IntVal) -> lir.Value:
         if isinstance(a.value, Imm):
@@ -426,46 +376,11 @@ class ExprLowering:
         return dst
 
     def cond(self, e: ir.Expr, scope: Scope) -> lir.Value:
-        """A BOOL expression as a predicate. `&&`/`||` whose right side may fault (a load,
-        a division by a non-constant) evaluate it only when needed, as the language says."""
-        op = evaluate.typed_op(e) if isinstance(e, (ir.BinOp, ir.UnOp)) else None
-        if op is None:
+        """A BOOL expression as a predicate (`&&`/`||` short-circuit where the right side
+        may fault, as the language says)."""
+        if not isinstance(e, (ir.BinOp, ir.UnOp)):
             raise AssertionError("a condition must be a comparison or a connective")
-        if op.name == "not":
-            a = self.cond(e.operand, scope)  # type: ignore[union-attr]
-            dst = self.reg(Ty.PRED)
-            self.emit(lir.Op(dst, "not", (a,)))
-            return dst
-        assert isinstance(e, ir.BinOp)
-        if op.name in ("and", "or"):
-            a = self.cond(e.lhs, scope)
-            if not _may_fault(e.rhs):
-                b = self.cond(e.rhs, scope)
-                dst = self.reg(Ty.PRED)
-                self.emit(lir.Op(dst, op.name, (a, b)))
-                return dst
-            dst = self.reg(Ty.PRED)
-            self.emit(lir.Op(dst, "mov", (a,)))
-            with self.nested() as rhs:
-                b = self.cond(e.rhs, scope)
-                self.emit(lir.Op(dst, "mov", (b,)))
-            if op.name == "and":
-                self.emit(lir.If(dst, tuple(rhs), ()))
-            else:
-                self.emit(lir.If(dst, (), tuple(rhs)))
-            return dst
-        is_float = op.name.startswith("f32.")
-        if is_float:
-            vals = tuple(self._to_f32(self.int_expr(x, scope)) if conv
-                         else self.float_expr(x, scope)
-                         for x, conv in zip((e.lhs, e.rhs), op.to_float, strict=True))
-        else:
-            a, b = self.int_expr(e.lhs, scope), self.int_expr(e.rhs, scope)
-            ty = Ty.S64 if Ty.S64 in (_value_ty(a.value), _value_ty(b.value)) else Ty.S32
-            vals = (self._fit(a, ty), self._fit(b, ty))
-        dst = self.reg(Ty.PRED)
-        self.emit(lir.Op(dst, op.name, vals))
-        return dst
+        return fold(e, LirTerms(self, scope))
 
     # -- memory -----------------------------------------------------------------------------
 

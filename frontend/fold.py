@@ -66,8 +66,9 @@ def fold(e: ir.Expr, algebra: Algebra[V]) -> V:
         return taken
     if isinstance(e, OPERATORS):
         t = typed_op(e)
-        args = [fold(a, algebra) for a in operands(e)]
-        args = [algebra.to_float(a, x) if conv else a
-                for a, x, conv in zip(args, operands(e), t.to_float, strict=True)]
+        args = []
+        for x, conv in zip(operands(e), t.to_float, strict=True):
+            v = fold(x, algebra)
+            args.append(algebra.to_float(v, x) if conv else v)  # each operand, then its cast
         return algebra.op(t.name, e, args)
     return algebra.leaf(e)
