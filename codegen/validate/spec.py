@@ -26,15 +26,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import islpy as isl
-import numpy as np
 
 from tilesafe.codegen.validate import layout_terms
 from tilesafe.codegen.validate import terms as T
+from tilesafe.codegen.validate.spec_terms import (  # noqa: F401 - re-exported
+    F32_TO_I32,
+    FLOAT_CMP,
+    FLOAT_OPS,
+    INT_TO_F32,
+    SmtTerms,
+    SpecUnsupported,
+)
 from tilesafe.codegen.validate.terms import BOOL, LeafInfo, Term
 from tilesafe.frontend import ir
+from tilesafe.frontend.fold import fold
 from tilesafe.frontend.limits import MBARRIER_BYTES
 from tilesafe.frontend.span import Span
-from tilesafe.semantics import affine, evaluate
+from tilesafe.semantics import affine
 from tilesafe.semantics.smem import SMEM_BASE, plan_shared
 
 MAX_ELEMENTS = 2**40  # the launch contract (codegen/ranges.py, gpu/launcher.py)
@@ -42,20 +50,7 @@ GRID_LIMITS = (2**31 - 1, 65535, 65535)
 SMEM_WINDOW = 2**18  # the dynamic shared array starts inside the block's 228 KiB window
 BARRIER_BYTES = MBARRIER_BYTES  # the PTX ISA size of an mbarrier object
 
-# The float vocabulary: IEEE binary32 operations named by the PTX instruction that performs
-# exactly them (round to nearest even, no contraction, no flush to zero).
-FLOAT_OPS = {"f32.add": "add.rn.f32", "f32.sub": "sub.rn.f32", "f32.mul": "mul.rn.f32",
-             "f32.div": "div.rn.f32", "f32.min": "min.f32", "f32.max": "max.f32",
-             "f32.abs": "abs.f32", "f32.neg": "neg.f32"}
-FLOAT_CMP = {"f32.eq": "setp.eq.f32", "f32.ne": "setp.neu.f32", "f32.lt": "setp.lt.f32",
-             "f32.le": "setp.le.f32", "f32.gt": "setp.gt.f32", "f32.ge": "setp.ge.f32"}
-INT_TO_F32 = "cvt.rn.f32.int"
-F32_TO_I32 = "cvt.rzi.s32.f32"
 WIDEN = {ir.DType.F16: "cvt.f32.f16", ir.DType.BF16: "cvt.f32.bf16"}
-
-
-class SpecUnsupported(ValueError):
-    """An IR construct the specification side does not model."""
 
 
 @dataclass
@@ -241,82 +236,9 @@ class Spec:
         raise SpecUnsupported(f"integer expected at {e.span.line}:{e.span.col}")
 
     def expr(self, e: ir.Expr, ctx: _Ctx, conds: list[Term] | None = None) -> Term:
-        conds = [] if conds is None else conds
-        if isinstance(e, ir.IntConst):
-            return T.const_int(e.value)
-        if isinstance(e, ir.FloatConst):
-            bits = int(np.float32(e.value).view(np.uint32))
-            return T.bv(bits, 32)
-        if isinstance(e, ir.SizeVar):
-            return T.sint(size_leaf(e.name))
-        if isinstance(e, ir.Builtin):
-            return self.builtin(e)
-        if isinstance(e, (ir.LoopVar, ir.LocalRef)):
-            if e.uid in ctx.env:
-                return ctx.env[e.uid]
-            if isinstance(e, ir.LocalRef) and e.mutable:
-                raise SpecUnsupported("mutable variable without a binding")
-            raise SpecUnsupported(f"unbound {e.name}")
-        if isinstance(e, ir.Load):
-            return self.load(e, ctx, conds)
-        if isinstance(e, (ir.BinOp, ir.UnOp, ir.Call)):
-            return self.op(e, ctx, conds)
-        raise SpecUnsupported(f"expression {type(e).__name__}")
-
-    def builtin(self, e: ir.Builtin) -> Term:
-        k = e.kind
-        if k in (ir.BuiltinKind.BLOCK_X, ir.BuiltinKind.BLOCK_Y, ir.BuiltinKind.BLOCK_Z):
-            return T.uint(T.leaf(f"ctaid.{k.value[-1]}", 32))
-        t = thread()
-        if k is ir.BuiltinKind.THREAD:
-            return t
-        if k is ir.BuiltinKind.LANE:
-            return T.ifmod(t, T.const_int(32))
-        return T.ifdiv(t, T.const_int(32))
-
-    def op(self, e: ir.BinOp | ir.UnOp | ir.Call, ctx: _Ctx, conds: list[Term]) -> Term:
-        top = evaluate.typed_op(e)
-        name = top.name
-        if name in ("and", "or", "not"):
-            return self.cond(e, ctx, conds)[0]
-        operands = ((e.lhs, e.rhs) if isinstance(e, ir.BinOp)
-                    else (e.operand,) if isinstance(e, ir.UnOp) else e.args)
-        vals = [self.expr(x, ctx, conds) for x in operands]
-        vals = [T.uf(INT_TO_F32, 32, v) if conv else v
-                for v, conv in zip(vals, top.to_float, strict=True)]
-        if name == "id":
-            return vals[0]
-        if name == "cvt.f32":
-            return T.uf(INT_TO_F32, 32, vals[0])
-        if name == "cvt.i32":
-            return T.sint(T.uf(F32_TO_I32, 32, vals[0]))
-        if name in FLOAT_OPS:
-            return T.uf(FLOAT_OPS[name], 32, *vals)
-        if name in FLOAT_CMP:
-            return T.uf(FLOAT_CMP[name], BOOL, *vals)
-        a = vals[0]
-        b = vals[1] if len(vals) > 1 else None
-        if name == "int.neg":
-            return T.ineg(a)
-        if name == "int.abs":
-            return T.iabs(a)
-        assert b is not None
-        if name in ("int.div", "int.mod"):
-            if not b.is_const and _may_be_zero(b):
-                conds.append(T.not_(T.eq(b, T.const_int(0))))
-            elif b.val == 0:
-                raise SpecUnsupported("division by the constant 0")
-            return T.ifdiv(a, b) if name == "int.div" else T.ifmod(a, b)
-        fn = {"int.add": T.iadd, "int.sub": T.isub, "int.mul": T.imul, "int.min": T.imin,
-              "int.max": T.imax}.get(name)
-        if fn is not None:
-            return fn(a, b)
-        cmp = {"int.eq": lambda: T.eq(a, b), "int.ne": lambda: T.not_(T.eq(a, b)),
-               "int.lt": lambda: T.ilt(a, b), "int.le": lambda: T.ile(a, b),
-               "int.gt": lambda: T.ilt(b, a), "int.ge": lambda: T.ile(b, a)}.get(name)
-        if cmp is not None:
-            return cmp()
-        raise SpecUnsupported(f"operation {name}")
+        """An expression as a term in exact integer arithmetic and the PTX float vocabulary
+        (codegen/validate/spec_terms.py); division conditions go to `conds`."""
+        return fold(e, SmtTerms(self, ctx, [] if conds is None else conds))
 
     def cond(self, e: ir.Expr, ctx: _Ctx, conds: list[Term] | None = None
              ) -> tuple[Term, list[Term]]:
