@@ -43,6 +43,7 @@ CHECKERS: dict[str, str] = {
     "barrier": "tilesafe.checkers.barrier",
     "ownership": "tilesafe.checkers.ownership",
     "tma": "tilesafe.checkers.tma",
+    "mma": "tilesafe.checkers.mma",
     "banks": "tilesafe.checkers.banks",
     "value": "tilesafe.checkers.value",
 }

@@ -61,6 +61,22 @@ def own_exprs(s: ir.Stmt) -> Iterator[ir.Expr]:
         yield s.value
 
 
+TENSOR_CORE = (ir.Wgmma, ir.WgmmaFence, ir.WgmmaCommit, ir.WgmmaWait, ir.SetMaxNReg,
+               ir.FragStore)
+
+
+def first_tensor_core(kernel: ir.Kernel) -> ir.Stmt | None:
+    """The first tensor-core statement of the kernel (an MMA, its async-group statements,
+    setmaxnreg, a fragment store), or one that reads a fragment; None without any: the
+    stages that do not handle them yet refuse such a kernel by name."""
+    for s in statements(kernel.body):
+        if isinstance(s, TENSOR_CORE):
+            return s
+        if any(isinstance(x, ir.FragLoad) for e in own_exprs(s) for x in subexprs(e)):
+            return s
+    return None
+
+
 def operands(e: ir.Expr) -> tuple[ir.Expr, ...]:
     """The direct sub-expressions of `e` (a load's indices, an operator's operands, a sum's
     bounds and body): the one definition of an expression's children."""

@@ -88,6 +88,7 @@ CODES: dict[str, str] = {
     "TS490": "outside the model or the argument (an unsupported construct, a term not ...",
     "TS491": "a verification budget ran out (the message names the option)",
     "TS492": "a possible violation the model cannot decide (an mbarrier ordering between ...",
+    "TS497": "a construct the reference interpreter does not run yet (tensor cores)",
     "TS498": "a replayed schedule names a role that cannot move (interpreter)",
     "TS499": "the interpreter's step limit",
     "TS501": "The rank is 1 to 5",
@@ -109,6 +110,14 @@ CODES: dict[str, str] = {
     "TS517": "a TMA copy whose box lies wholly outside its tensor for some launch (moves "
              "nothing; warning)",
     "TS520": "the arrangement a TMA copy writes differs from the buffer's layout",
+    "TS530": "a wgmma operand tile no matrix descriptor reads as the layout places it (for some "
+             "origin or placement)",
+    "TS531": "a wgmma operand tile that differs between threads of one warpgroup",
+    "TS532": "a wgmma that part of a warpgroup runs (.aligned: all 128 threads together)",
+    "TS533": "fragments of a role over its register budget (255, or its setmaxnreg)",
+    "TS538": "a kernel with tensor-core statements: the temporal checkers do not model wgmma's "
+             "async groups yet, so its barrier and ownership verdicts do not cover them",
+    "TS539": "a wgmma hardware rule the checker could not decide",
     "TS590": "a TMA rule left undecided (budget)",
     "TS591": "a TMA rule outside what the checker models",
     "TS601": "shared-memory bank conflicts (warning)",
@@ -117,6 +126,7 @@ CODES: dict[str, str] = {
     "TS702": "a TMA coordinate may not fit its 32-bit operand",
     "TS703": "shared memory (buffers, barriers, alignment slack) beyond the block's limit",
     "TS704": "no size satisfies `where` and the launch contract",
+    "TS705": "a construct the code generator does not emit yet (tensor cores)",
     "TS720": "structure: the module interface (entry, parameters, `.reqntid`, the shared ...",
     "TS721": "the address of every global and shared load and store equals the IR's, as ...",
     "TS722": "the PTX runs each instruction for exactly the instances (sizes, block, thread ...",

@@ -52,6 +52,7 @@ class Via(str, Enum):
     STORE = "store"
     TMA_LOAD = "tma_load"  # global side read, shared side written by the copy engine
     TMA_STORE = "tma_store"  # shared side read, global side written by the copy engine
+    WGMMA = "wgmma"  # an MMA operand tile, read from shared memory by the tensor cores
 
 
 @dataclass(frozen=True)
@@ -86,8 +87,9 @@ class AccessRelation:
     dropped: tuple[str, ...] = ()  # guards without a Presburger form
     branches: tuple[Branch, ...] = ()
     error: str | None = None  # why `relation` is None
-    # TMA global side only: instance -> the box's start coordinates, before clipping (the
-    # copy engine needs the innermost start 16-byte aligned whether or not it is in bounds)
+    # TMA global side and MMA tiles only: instance -> the box's start coordinates, before
+    # clipping (the copy engine needs the innermost start 16-byte aligned whether or not it
+    # is in bounds; a wgmma descriptor is synthesised for each tile origin)
     origin: isl.Map | None = None
     origin_under: isl.Map | None = None
     # The index terms over the instance space, before the domain is applied (None when
@@ -229,6 +231,11 @@ class _Collector:
             yield self.slice_access(scope, s.src, Kind.READ, Via.TMA_STORE, s)
             yield self.access(scope, tmap.tensor, ir.Space.GLOBAL, Kind.WRITE, Via.TMA_STORE,
                               s, s.span, coords=s.coords, box=tmap.box)
+        elif isinstance(s, ir.Wgmma):
+            for tile in (s.a, s.b):
+                yield self.access(scope, tile.buffer, ir.Space.SHARED, Kind.READ, Via.WGMMA, s,
+                                  tile.span, indices=tuple(i.start for i in tile.index),
+                                  tile=tuple(i.extent or 1 for i in tile.index))
         # Barrier, fence, sync and bulk-group statements touch no tensor or buffer element.
 
     def loads(self, expr: ir.Expr, scope: _Scope) -> Iterator[AccessRelation]:
@@ -261,7 +268,7 @@ class _Collector:
     def access(self, scope: _Scope, tensor: str, space: ir.Space, kind: Kind, via: Via,
                node: object, span: Span, indices: tuple[ir.Expr, ...] = (),
                coords: tuple[ir.Expr, ...] = (), box: tuple[int, ...] = (),
-               box_from_zero: bool = False) -> AccessRelation:
+               box_from_zero: bool = False, tile: tuple[int, ...] = ()) -> AccessRelation:
         self.count += 1
         name = f"S{self.count}"
         env = scope.env(make_space(self.ctx, self.k.sizes, scope.dims, name))
@@ -278,6 +285,12 @@ class _Collector:
                     dom.under)
                 rel = box_map(terms, box, tensor)
                 rel = rel.intersect_range(valid_indices(self.k, self.ctx, tensor, space))
+            elif tile:  # an MMA tile: `tile` elements from each start, never clipped
+                start = _points(env, terms, tensor)
+                origin, origin_under = start.intersect_domain(dom.over), start.intersect_domain(
+                    dom.under)
+                rel = box_map(terms, tile, tensor)
+                box = tile
             else:  # a point (load/store) or a buffer slice: prefix indices then whole dims
                 rel = _points(env, terms, tensor)
                 if box_from_zero:

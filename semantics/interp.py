@@ -61,7 +61,7 @@ import numpy as np
 from tilesafe.frontend import ir
 from tilesafe.frontend.ir import describe_threads
 from tilesafe.frontend.span import Span
-from tilesafe.frontend.walk import statements
+from tilesafe.frontend.walk import first_tensor_core, statements
 from tilesafe.semantics import evaluate, fp, tma_rules
 from tilesafe.semantics import interp_error as E
 from tilesafe.semantics.interp_error import InterpError
@@ -168,6 +168,10 @@ def run_kernel(
     Raises InterpError (with `.schedule` set to the choices made so far) on any run-time
     error, including deadlock.
     """
+    unsupported = first_tensor_core(kernel)
+    if unsupported is not None:
+        raise InterpError(E.NOT_YET, "the reference interpreter does not run tensor-core "
+                          "statements yet (docs/wgmma.md, Status)", unsupported.span)
     grid = check_where(kernel, sizes)
     shapes = tensor_shapes(kernel, sizes)
     for t in kernel.params:

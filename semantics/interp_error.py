@@ -56,6 +56,7 @@ NAMED_MISMATCH = "TS412"  # a thread arrives twice in one phase of a named barri
 NAMED_COLLISION = "TS413"  # one barrier id, two counts (or id 0, which `sync` uses)
 NAMED_DEADLOCK = "TS421"  # blocked threads wait at named barriers only
 EXIT_LOAD = "TS430"
+NOT_YET = "TS497"  # a construct the interpreter does not run yet (tensor cores)
 BAD_REPLAY = "TS498"
 STEP_LIMIT = "TS499"
 
