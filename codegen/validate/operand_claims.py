@@ -1,0 +1,132 @@
+"""The claim "this PTX instruction's operands equal its IR statement's", per statement kind:
+addresses of loads and stores (TS721), mbarrier operands (TS724), TMA operands (TS725),
+barrier ids, counts and warp masks (TS729).
+
+Why separate: this is the one place that knows how each kind's operands correspond
+(a global address as a base plus an offset compared through lift.py's integer view, an
+mbarrier array's init against every element, `bar.sync` without a count as the whole
+block); instance_checks.py only asks the prover whether the claim holds.
+"""
+
+from __future__ import annotations
+
+from tilesafe.codegen.validate import lift, narrow, nia
+from tilesafe.codegen.validate import terms as T
+from tilesafe.codegen.validate.context import Context
+from tilesafe.codegen.validate.spec import SpecEvent
+from tilesafe.codegen.validate.symexec import Event
+from tilesafe.codegen.validate.terms import Term
+
+# A no-overflow question the integer solver has not settled by then is left to the
+# bit-vector encoding (they take milliseconds when they hold).
+NIA_MS = 2000
+
+
+class OperandClaims:
+    def __init__(self, cx: Context) -> None:
+        self.k = cx.kernel
+        self.p = cx.p
+        self.budget = cx.budget
+
+    def operands(self, e: SpecEvent, ev: Event, hyps: list[Term]
+                 ) -> tuple[Term, dict[str, Term]]:
+        """The claim 'the PTX operands equal the IR's' where `hyps` hold, and the terms a
+        counterexample shows."""
+        parts: list[Term] = []
+        shown: dict[str, Term] = {}
+
+        def same(label: str, ptx: Term, want: Term, signed: bool = False,
+                 modulo: int | None = None) -> None:
+            got = T.sint(self.p(ptx)) if signed else T.uint(self.p(ptx))
+            target = T.ifmod(want, T.const_int(modulo)) if modulo else want
+            parts.append(T.eq(got, target))
+            shown[f"PTX {label}"] = got
+            shown[f"IR {label}"] = target
+
+        k = e.kind
+        if k in ("ld", "st") and e.ops["space"] == "global":
+            self._global_address(e, ev, hyps, parts, shown)
+        elif k in ("ld", "st"):
+            same("address", ev.ops["addr"], e.ops["addr"])  # type: ignore[arg-type]
+        elif k == "mbar.init":
+            elem = e.ops.get("elem")
+            if isinstance(elem, Term):
+                bar = self.k.barrier(e.node.barrier.name)  # type: ignore[attr-defined]
+                got = T.uint(self.p(ev.ops["addr"]))  # type: ignore[arg-type]
+                alts = []
+                for i in range(bar.instances):
+                    want = T.substitute([e.ops["addr"]], {id(elem): T.bv(i, 32)})[0]
+                    alts.append(T.eq(got, want))  # type: ignore[arg-type]
+                parts.append(T.or_(*alts))
+                shown["PTX address"] = got
+            else:
+                same("address", ev.ops["addr"], e.ops["addr"])  # type: ignore[arg-type]
+            same("count", ev.ops["count"], T.const_int(e.ops["count"]))  # type: ignore
+        elif k in ("mbar.arrive", "mbar.expect_tx"):
+            same("address", ev.ops["addr"], e.ops["addr"])  # type: ignore[arg-type]
+            if "tx" in e.ops and "tx" in ev.ops:
+                same("tx bytes", ev.ops["tx"], e.ops["tx"])  # type: ignore[arg-type]
+        elif k == "mbar.wait":
+            same("address", ev.ops["addr"], e.ops["addr"])  # type: ignore[arg-type]
+            same("parity", ev.ops["parity"], e.ops["parity"])  # type: ignore[arg-type]
+        elif k in ("tma.load", "tma.store"):
+            same("shared address", ev.ops["smem"], e.ops["smem"])  # type: ignore[arg-type]
+            tm = T.leaf(f"tmap:{e.ops['tmap']}", 64)
+            parts.append(T.eq(self.p(ev.ops["tmap"]), tm))  # type: ignore[arg-type]
+            shown["PTX tensor map"] = T.uint(self.p(ev.ops["tmap"]))  # type: ignore
+            shown[f"IR tensor map (generic address of {e.ops['tmap']})"] = T.uint(tm)
+            pc, sc = ev.ops["coords"], e.ops["coords"]
+            for i, (a, b) in enumerate(zip(pc, sc, strict=True)):  # type: ignore[arg-type]
+                same(f"coordinate {i} (innermost first)", a, b, signed=True)
+            if k == "tma.load":
+                same("mbarrier", ev.ops["bar"], e.ops["bar"])  # type: ignore[arg-type]
+        elif k == "converge":
+            same("lane mask", ev.ops["mask"], e.ops["mask"])  # type: ignore[arg-type]
+        elif k in ("bar.sync", "bar.arrive"):
+            # `sync` is bar.sync 0 over the block; a named barrier names its id and count.
+            want_id = e.ops.get("id", 0)
+            same("barrier id", ev.ops["id"], T.const_int(want_id))  # type: ignore[arg-type]
+            want = e.ops.get("count")
+            if "count" in ev.ops or want is not None:
+                if "count" not in ev.ops:
+                    parts.append(T.FALSE)  # bar.sync without a count: the whole block
+                    shown["IR thread count"] = T.const_int(want)
+                else:
+                    same("thread count", ev.ops["count"],  # type: ignore[arg-type]
+                         T.const_int(self.k.block if want is None else want))
+        return T.and_(*parts), shown
+
+    def _global_address(self, e: SpecEvent, ev: Event, hyps: list[Term], parts: list[Term],
+                        shown: dict[str, Term]) -> None:
+        """base + offset, modulo 2^64: the address register is 64 bits (docs/codegen.md)."""
+        base = T.leaf(f"gbase:p_{e.ops['tensor']}", 64)
+        off: Term = e.ops["addr"]  # type: ignore[assignment]
+        got = self.p(ev.ops["addr"])  # type: ignore[arg-type]
+        rest = got.args[1 - got.args.index(base)] if got.op == "add" and base in \
+            got.args else None
+        lifted = self.integer_view(rest, hyps) if rest is not None else None
+        if lifted is not None:
+            # got = base + rest with rest = lifted (mod 2^64): compare the offsets as
+            # integers modulo 2^64 (lift.py says why this is the same question)
+            parts.append(T.eq(T.ifmod(T.isub(lifted, off), T.const_int(2**64)),
+                              T.const_int(0)))
+        else:
+            parts.append(T.eq(got, T.add(base, T.tobv(off, 64))))
+        shown["PTX address"] = T.uint(got)
+        shown["IR address"] = T.iadd(T.uint(base), off)
+
+    def integer_view(self, t: Term, hyps: list[Term]) -> Term | None:
+        """lift.py's integer reading of `t` under the question's hypotheses, or None (the
+        caller keeps bit-vectors). Where intervals cannot show it exact, its no-overflow
+        conditions are proved first, as their own question in integer arithmetic (nia.py)."""
+        bounds = narrow.bounds_from(hyps)
+        lifted = lift.modular(t, bounds)
+        if lifted is not None:
+            return lifted
+        lifted, fits = lift.modular_deferred(t, bounds)
+        left = self.budget.left_ms()
+        if lifted is None or left <= 0:
+            return None
+        self.budget.queries += 1
+        timeout = min(self.budget.per_query_ms, NIA_MS, left)
+        return lifted if nia.prove(hyps, fits, bounds, timeout) else None
