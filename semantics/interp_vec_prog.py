@@ -6,8 +6,8 @@ is a program counter into this list (plus its registers), threads at the same co
 a group that executes the node together, and threads that diverged (an `if`, loops of
 different trip counts) meet again simply by reaching the same counter.
 
-The flattening keeps the scalar engine's step structure exactly (semantics/interp.py,
-_Compiler): a node is *visible* -- it is a scheduling step, executed atomically when the
+The flattening keeps the scalar engine's step structure exactly (semantics/interp_compile.py,
+Compiler): a node is *visible* -- it is a scheduling step, executed atomically when the
 scheduler picks it -- iff the scalar engine yields before that statement: every store, every
 barrier/sync/TMA/fence/wait statement, a let/var/assignment whose value reads shared memory
 or a global tensor the kernel writes, and an `if` whose condition does. `arrive, one` is a
@@ -82,7 +82,7 @@ class _Lower:
         return len(self.rows) - 1
 
     def visible(self, e: ir.Expr | None) -> bool:
-        """The scalar compiler's rule (interp._Compiler.visible)."""
+        """The scalar compiler's rule (interp_exprs.ExprCompiler.visible)."""
         if e is None:
             return False
         return any(ld.space is ir.Space.SHARED or ld.tensor in self.written for ld in loads(e))

@@ -332,7 +332,7 @@ class SyncOps:
 
     def _named_arrive(self, st: Batch, s: ir.NamedBar, what: str, row: int,
                       tid: int) -> tuple | None:
-        """interp._Compiler.s_NamedBar for one thread: None when it goes on, else the
+        """interp_sync.SyncCompiler.s_NamedBar for one thread: None when it goes on, else the
         (ready test, key, description) of its wait."""
         nthreads = st.nthreads
         if s.count % 32 or s.count > nthreads:

@@ -32,7 +32,7 @@ from tilesafe.semantics.smem import NAN_BITS
 
 
 class VCopy:
-    """One copy-engine operation of one block (interp._Copy, plus its block and step key)."""
+    """One copy-engine operation of one block (interp_agents.Copy, plus its block and step key)."""
 
     __slots__ = ("kind", "stmt", "pc", "tid", "row", "g", "slots", "addrs", "flat", "mask",
                  "fill", "bar", "nbytes", "data", "read_done", "write_done", "elem_bytes",
@@ -71,7 +71,8 @@ class TmaOps:
 
     def maker(self, pc: int, s: ir.TmaLoad | ir.TmaStore, sl: ir.BufferSlice
               ) -> Callable[[Group], list[VCopy]]:
-        """interp._Compiler.tma_common: one copy per lane, expressions evaluated per group."""
+        """interp_copies.CopyCompiler.tma_common: one copy per lane, expressions evaluated
+        per group."""
         tm = self.kernel.tensormap(s.tensormap)
         gl: VGlobal = self.data.globals[tm.tensor]
         pl = self.data.plan.placements[sl.buffer]
@@ -162,7 +163,7 @@ class TmaOps:
         return tma_store
 
     def wait_group(self, pc: int, node: Node) -> Callable[[Group], Outcome]:
-        """interp._Compiler.s_WaitGroup, one thread after the other."""
+        """interp_copies.CopyCompiler.s_WaitGroup, one thread after the other."""
         s = node.stmt
         assert isinstance(s, ir.WaitGroup)
         limit, read_only = s.pending, s.read

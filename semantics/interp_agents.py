@@ -1,0 +1,75 @@
+"""The agents of one block in the scalar engine: threads, what a blocked thread waits for,
+and the copy engine's pending operations; and the three kinds of compiled statement.
+
+Why separate: the block's scheduler (interp.py) and every statement compiler
+(interp_compile.py, interp_sync.py, interp_copies.py) build or move these; they are plain
+slotted records with no behaviour of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tilesafe.frontend import ir
+
+# A compiled statement is (kind, stmt, fn): LOCAL fns run at once, EFFECT fns run after the
+# thread yields the statement (and may return a Blocker), COMPOUND fns are generators.
+LOCAL, EFFECT, COMPOUND = 0, 1, 2
+
+
+class Thread:
+    """One thread: its registers (`vals`), the generator running its statements, what it
+    waits for, its unfenced shared writes and its bulk groups."""
+
+    __slots__ = ("tid", "lane", "warp", "vals", "gen", "pending", "done", "unfenced",
+                 "open_group", "groups", "units", "unit_of", "unit", "unit_stmt", "allowed")
+
+    def __init__(self, tid: int) -> None:
+        # Units (schedule.py): statements the event model has as instructions; only a
+        # guided block counts them, so that a counterexample's class moves can be followed.
+        self.units: frozenset[int] | None = None
+        self.unit_of: Mapping[int, int] = {}
+        self.unit = 0
+        self.unit_stmt: int | None = None
+        self.allowed = 1 << 60
+        self.tid = tid
+        self.lane = tid % 32
+        self.warp = tid // 32
+        self.vals: dict[int, Any] = {}
+        self.gen: Any = None
+        self.pending: Any = None
+        self.done = False
+        self.unfenced: list[tuple[int, int]] = []  # (address, bytes) of unfenced generic writes
+        self.open_group: list[Copy] = []
+        self.groups: list[list[Copy]] = []
+
+
+class Blocker:
+    """What a blocked thread waits for; `ready()` is re-evaluated as the state changes."""
+
+    __slots__ = ("stmt", "role", "key", "ready", "describe")
+
+    def __init__(self, stmt: ir.Stmt, role: str, key: tuple, ready: Callable[[], bool],
+                 describe: Callable[[], str]) -> None:
+        self.stmt = stmt
+        self.role = role
+        self.key = key  # blockers with equal keys wait for the same condition
+        self.ready = ready
+        self.describe = describe  # evaluated only when a deadlock is reported
+
+
+class Copy:
+    """One copy-engine operation. Loads: one step (write shared, complete_tx). Stores: a
+    read step (snapshot shared) then a write step (global)."""
+
+    __slots__ = ("kind", "stmt", "tid", "g", "slots", "addrs", "flat", "mask", "fill", "bar",
+                 "nbytes", "data", "read_done", "write_done", "elem_bytes", "buffer", "prio")
+
+    def __init__(self, kind: str, stmt: ir.Stmt, tid: int) -> None:
+        self.prio: int | None = None  # the PCT scheduler's priority, once it has seen it
+        self.kind = kind
+        self.stmt = stmt
+        self.tid = tid
+        self.read_done = False
+        self.write_done = False
