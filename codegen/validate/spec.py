@@ -16,6 +16,8 @@ Addresses follow the launch and memory model the code generator promises (docs/c
   element at `+ size * layout(indices)` with the layout's ISL map; the mbarriers follow the
   last buffer (rounded up to 8 bytes), 8 bytes per instance, in declaration order.
 
+The statement walk is spec_walk.py; the event and loop records are spec_events.py.
+
 Leaves shared with the PTX side carry the same names: `param:s_N` (a size), `tid.x`,
 `ctaid.x`, `tsmem`, `gbase:p_T`, `tmap:tm_x`. Loop counters are `n:F<uid>`; the PTX's
 counters are renamed to them once loops are matched.
@@ -23,12 +25,20 @@ counters are renamed to them once loops are matched.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import islpy as isl
 
 from tilesafe.codegen.validate import layout_terms
 from tilesafe.codegen.validate import terms as T
+from tilesafe.codegen.validate.spec_events import (  # noqa: F401 - re-exported
+    SpecEvent,
+    SpecLoop,
+    WalkCtx,
+    counter,
+    size_leaf,
+    thread,
+)
 from tilesafe.codegen.validate.spec_terms import (  # noqa: F401 - re-exported
     F32_TO_I32,
     FLOAT_CMP,
@@ -37,11 +47,11 @@ from tilesafe.codegen.validate.spec_terms import (  # noqa: F401 - re-exported
     SmtTerms,
     SpecUnsupported,
 )
+from tilesafe.codegen.validate.spec_walk import StatementWalk
 from tilesafe.codegen.validate.terms import BOOL, LeafInfo, Term
 from tilesafe.frontend import ir
 from tilesafe.frontend.fold import fold
 from tilesafe.frontend.limits import MBARRIER_BYTES
-from tilesafe.frontend.span import Span
 from tilesafe.semantics import affine
 from tilesafe.semantics.smem import SMEM_BASE, plan_shared
 
@@ -51,56 +61,6 @@ SMEM_WINDOW = 2**18  # the dynamic shared array starts inside the block's 228 Ki
 BARRIER_BYTES = MBARRIER_BYTES  # the PTX ISA size of an mbarrier object
 
 WIDEN = {ir.DType.F16: "cvt.f32.f16", ir.DType.BF16: "cvt.f32.bf16"}
-
-
-@dataclass
-class SpecEvent:
-    kind: str
-    node: object  # ir.Load or ir.Stmt
-    span: Span
-    cond: Term
-    fors: tuple[ir.For, ...]
-    order: tuple[int, int]
-    what: str
-    ops: dict[str, object] = field(default_factory=dict)
-    inbounds: Term = T.TRUE
-    role: ir.Role | None = None
-    data: Term | None = None
-
-    @property
-    def key(self) -> tuple[int, int]:
-        return (self.span.line, self.span.col)
-
-
-@dataclass
-class SpecLoop:
-    node: ir.For
-    counter: Term
-    lo: Term
-    hi: Term
-    step: int
-    cond: Term  # the `for` statement executes
-    fors: tuple[ir.For, ...]  # enclosing loops
-
-
-@dataclass(frozen=True)
-class _Ctx:
-    cond: Term
-    fors: tuple[ir.For, ...]
-    env: dict[int, Term]
-    role: ir.Role | None
-
-
-def thread() -> Term:
-    return T.uint(T.leaf("tid.x", 32))
-
-
-def size_leaf(name: str) -> Term:
-    return T.leaf(f"param:s_{name}", 64)
-
-
-def counter(f: ir.For) -> Term:
-    return T.leaf(f"n:F{f.var.uid}", 64)
 
 
 class Spec:
@@ -146,12 +106,12 @@ class Spec:
                                      T.const_int(self.align)))
         self.assumptions = self._assumptions()
         self.numel = {t.name: self._numel(t) for t in kernel.params}
-        self.stmts(kernel.body, self._root())
+        StatementWalk(self).stmts(kernel.body, self._root())
 
     # -- launch facts ---------------------------------------------------------------------
 
-    def _root(self) -> _Ctx:
-        return _Ctx(T.TRUE, (), {}, None)
+    def _root(self) -> WalkCtx:
+        return WalkCtx(T.TRUE, (), {}, None)
 
     def _size_ranges(self) -> dict[str, tuple[int, int]]:
         k = self.k
@@ -228,19 +188,19 @@ class Spec:
 
     # -- expressions ----------------------------------------------------------------------
 
-    def int_expr(self, e: ir.Expr, ctx: _Ctx, conds: list[Term] | None = None) -> Term:
+    def int_expr(self, e: ir.Expr, ctx: WalkCtx, conds: list[Term] | None = None) -> Term:
         """An integer expression (loads inside become events under ctx.cond)."""
         v = self.expr(e, ctx, conds)
         if v.w == T.INT:
             return v
         raise SpecUnsupported(f"integer expected at {e.span.line}:{e.span.col}")
 
-    def expr(self, e: ir.Expr, ctx: _Ctx, conds: list[Term] | None = None) -> Term:
+    def expr(self, e: ir.Expr, ctx: WalkCtx, conds: list[Term] | None = None) -> Term:
         """An expression as a term in exact integer arithmetic and the PTX float vocabulary
         (codegen/validate/spec_terms.py); division conditions go to `conds`."""
         return fold(e, SmtTerms(self, ctx, [] if conds is None else conds))
 
-    def cond(self, e: ir.Expr, ctx: _Ctx, conds: list[Term] | None = None
+    def cond(self, e: ir.Expr, ctx: WalkCtx, conds: list[Term] | None = None
              ) -> tuple[Term, list[Term]]:
         """A condition; loads in the right operand of && / || are evaluated only when the
         left operand does not decide (short-circuit), as the language says."""
@@ -264,7 +224,7 @@ class Spec:
 
     # -- memory ---------------------------------------------------------------------------
 
-    def load(self, e: ir.Load, ctx: _Ctx, conds: list[Term]) -> Term:
+    def load(self, e: ir.Load, ctx: WalkCtx, conds: list[Term]) -> Term:
         idx = [self.int_expr(i, ctx, conds) for i in e.indices]
         dtype = self._dtype(e.tensor, e.space)
         w = dtype.nbytes * 8
@@ -309,7 +269,7 @@ class Spec:
         return T.iadd(T.iadd(self.R, T.const_int(start)),
                       T.imul(off, T.const_int(buf.dtype.nbytes)))
 
-    def barrier(self, ref: ir.BarrierRef, ctx: _Ctx, conds: list[Term],
+    def barrier(self, ref: ir.BarrierRef, ctx: WalkCtx, conds: list[Term],
                 index: Term | None = None) -> tuple[Term, Term]:
         bar = self.k.barrier(ref.name)
         if index is None:
@@ -320,220 +280,9 @@ class Spec:
         inb = T.and_(T.ile(T.const_int(0), index), T.ilt(index, T.const_int(bar.instances)))
         return addr, inb
 
-    # -- statements -----------------------------------------------------------------------
-
-    def stmts(self, body: tuple[ir.Stmt, ...], ctx: _Ctx) -> None:
-        for s in body:
-            self.order += 1
-            ctx = getattr(self, "s_" + type(s).__name__)(s, ctx)
-
-    def emit(self, kind: str, s: ir.Stmt, ctx: _Ctx, conds: list[Term], what: str,
-             inb: Term = T.TRUE, sub: int = 1, cond: Term | None = None, **ops: object
-             ) -> SpecEvent:
-        ev = SpecEvent(kind, s, s.span, T.and_(ctx.cond if cond is None else cond, *conds),
-                       ctx.fors, (self.order, sub), what, dict(ops), inb, ctx.role)
-        self.events.append(ev)
-        return ev
-
-    def _after(self, ctx: _Ctx, conds: list[Term]) -> _Ctx:
-        """A statement's divisions by zero stop the run: later statements need them not."""
-        return replace(ctx, cond=T.and_(ctx.cond, *conds)) if conds else ctx
-
-    def s_Let(self, s: ir.Let, ctx: _Ctx) -> _Ctx:
-        conds: list[Term] = []
-        v = self.expr(s.value, ctx, conds)
-        return replace(self._after(ctx, conds), env={**ctx.env, s.uid: v})
-
-    def _var(self, s: ir.VarDecl | ir.Assign, ctx: _Ctx, dtype: ir.DType) -> _Ctx:
-        conds: list[Term] = []
-        self.expr(s.value, ctx, conds)
-        info = LeafInfo("nondet", note=f"var {s.name} after {s.span.line}:{s.span.col}")
-        if dtype.is_float:
-            v = T.leaf(f"var:{s.uid}:{s.span.line}:{s.span.col}", 32, info)
-        elif dtype is ir.DType.U8:
-            v = T.uint(T.leaf(f"var:{s.uid}:{s.span.line}:{s.span.col}", 8, info))
-        else:
-            v = T.sint(T.leaf(f"var:{s.uid}:{s.span.line}:{s.span.col}", 32, info))
-        return replace(self._after(ctx, conds), env={**ctx.env, s.uid: v})
-
-    def s_VarDecl(self, s: ir.VarDecl, ctx: _Ctx) -> _Ctx:
-        self._vars = getattr(self, "_vars", {})
-        self._vars[s.uid] = s.dtype
-        return self._var(s, ctx, s.dtype)
-
-    def s_Assign(self, s: ir.Assign, ctx: _Ctx) -> _Ctx:
-        return self._var(s, ctx, self._vars[s.uid])
-
-    def s_Store(self, s: ir.Store, ctx: _Ctx) -> _Ctx:
-        conds: list[Term] = []
-        self.expr(s.value, ctx, conds)
-        idx = [self.int_expr(i, ctx, conds) for i in s.indices]
-        dtype = self._dtype(s.tensor, s.space)
-        addr, inb = self.address(s.tensor, s.space, idx)
-        self.emit("st", s, ctx, conds, f"store {dtype.value}", inb, addr=addr,
-                  space=s.space.value, tensor=s.tensor, dtype=dtype)
-        return self._after(ctx, conds)
-
-    def s_For(self, s: ir.For, ctx: _Ctx) -> _Ctx:
-        conds: list[Term] = []
-        lo = self.int_expr(s.lo, ctx, conds)
-        hi = self.int_expr(s.hi, ctx, conds)
-        n = counter(s)
-        T.leaf(f"n:F{s.var.uid}", 64, LeafInfo("int", False, 0, 2**64 - 1,
-                                               note=f"iteration of for {s.var.name}"))
-        var = T.iadd(lo, T.imul(T.uint(n), T.const_int(s.step)))
-        outer = T.and_(ctx.cond, *conds)
-        self.loops[s.var.uid] = SpecLoop(s, n, lo, hi, s.step, outer, ctx.fors)
-        inner = _Ctx(T.and_(outer, T.ilt(var, hi)), ctx.fors + (s,),
-                     {**ctx.env, s.var.uid: var}, ctx.role)
-        self.stmts(s.body, inner)
-        return self._after(ctx, conds)
-
-    def s_If(self, s: ir.If, ctx: _Ctx) -> _Ctx:
-        c, conds = self.cond(s.cond, ctx)
-        base = T.and_(ctx.cond, *conds)
-        self.stmts(s.then, replace(ctx, cond=T.and_(base, c)))
-        self.stmts(s.orelse, replace(ctx, cond=T.and_(base, T.not_(c))))
-        return self._after(ctx, conds)
-
-    def s_Role(self, s: ir.Role, ctx: _Ctx) -> _Ctx:
-        t = thread()
-        lo, hi = s.threads.lo, s.threads.hi
-        if s.elect_one:
-            inside = T.eq(t, T.const_int(lo))
-        else:
-            inside = T.and_(T.ile(T.const_int(lo), t), T.ilt(t, T.const_int(hi)))
-        self.stmts(s.body, _Ctx(T.and_(ctx.cond, inside), ctx.fors, ctx.env, s))
-        return ctx
-
-    def s_Init(self, s: ir.Init, ctx: _Ctx) -> _Ctx:
-        bar = self.k.barrier(s.barrier.name)
-        conds: list[Term] = []
-        if s.barrier.index is None and bar.length is not None:
-            e = T.leaf(f"e:{s.span.line}:{s.span.col}", 32,
-                       LeafInfo("int", False, 0, bar.instances - 1,
-                                note=f"element of {bar.name}"))
-            addr, inb = self.barrier(s.barrier, ctx, conds, T.uint(e))
-            self.emit("mbar.init", s, ctx, conds, "init", inb, addr=addr, count=bar.count,
-                      elem=e)
-        else:
-            addr, inb = self.barrier(s.barrier, ctx, conds)
-            self.emit("mbar.init", s, ctx, conds, "init", inb, addr=addr, count=bar.count)
-        return self._after(ctx, conds)
-
-    def s_Fence(self, s: ir.Fence, ctx: _Ctx) -> _Ctx:
-        kind = "fence.mbarrier_init" if s.kind is ir.FenceKind.MBARRIER_INIT \
-            else "fence.proxy_async"
-        self.emit(kind, s, ctx, [], f"fence {s.kind.value}")
-        return ctx
-
-    def s_Sync(self, s: ir.Sync, ctx: _Ctx) -> _Ctx:
-        self.emit("bar.sync", s, ctx, [], "sync", id=0)
-        return ctx
-
-    def s_NamedBar(self, s: ir.NamedBar, ctx: _Ctx) -> _Ctx:
-        kind = "bar.arrive" if s.arrive else "bar.sync"
-        what = f"{'bar_arrive' if s.arrive else 'bar_sync'} {s.bar_id}, {s.count}"
-        self.emit(kind, s, ctx, [], what, id=s.bar_id, count=s.count)
-        return ctx
-
-    def s_Wait(self, s: ir.Wait, ctx: _Ctx) -> _Ctx:
-        conds: list[Term] = []
-        addr, inb = self.barrier(s.barrier, ctx, conds)
-        parity = self.int_expr(s.parity, ctx, conds)
-        self.emit("mbar.wait", s, ctx, conds, "wait", inb, addr=addr, parity=parity)
-        return self._after(ctx, conds)
-
-    def _role_range(self, ctx: _Ctx) -> tuple[int, int]:
-        role = ctx.role
-        lo = role.threads.lo if role is not None else 0
-        hi = role.threads.hi if role is not None else self.k.block
-        if role is not None and role.elect_one:
-            hi = lo + 1
-        return lo, hi
-
-    def s_Arrive(self, s: ir.Arrive, ctx: _Ctx) -> _Ctx:
-        conds: list[Term] = []
-        addr, inb = self.barrier(s.barrier, ctx, conds)
-        ops: dict[str, object] = {"addr": addr}
-        what = "arrive"
-        if s.tx_bytes is not None:
-            ops["tx"] = self.int_expr(s.tx_bytes, ctx, conds)
-            what = "arrive expect_tx"
-        lo, hi = self._role_range(ctx)
-        t = thread()
-        if s.mode is ir.ArriveMode.EACH:
-            self.emit("mbar.arrive", s, ctx, conds, what, inb, **ops)
-        elif s.mode is ir.ArriveMode.ONE:
-            self.emit("mbar.arrive", s, ctx, conds, what, inb,
-                      cond=T.and_(ctx.cond, T.eq(t, T.const_int(lo))), sub=2, **ops)
-        else:
-            base = T.imul(T.ifdiv(t, T.const_int(32)), T.const_int(32))
-            leader = T.imax(T.const_int(lo), base)
-            if not (ctx.role is not None and ctx.role.elect_one):
-                if lo % 32 == 0 and hi % 32 == 0:
-                    mask = T.const_int(2**32 - 1)  # whole warps: every lane of the warp
-                else:
-                    first = T.imax(T.isub(T.const_int(lo), base), T.const_int(0))
-                    last = T.imin(T.isub(T.const_int(hi), base), T.const_int(32))
-                    mask = T.isub(_pow2(last), _pow2(first))
-                self.emit("converge", s, ctx, conds, "converge", mask=mask)
-            self.emit("mbar.arrive", s, ctx, conds, what, inb, sub=2,
-                      cond=T.and_(ctx.cond, T.eq(t, leader)), **ops)
-        return self._after(ctx, conds)
-
-    def s_ExpectTx(self, s: ir.ExpectTx, ctx: _Ctx) -> _Ctx:
-        conds: list[Term] = []
-        addr, inb = self.barrier(s.barrier, ctx, conds)
-        tx = self.int_expr(s.nbytes, ctx, conds)
-        self.emit("mbar.expect_tx", s, ctx, conds, "expect_tx", inb, addr=addr, tx=tx)
-        return self._after(ctx, conds)
-
-    def _slice(self, sl: ir.BufferSlice, ctx: _Ctx, conds: list[Term]) -> tuple[Term, Term]:
-        buf = self.k.buffer(sl.buffer)
-        idx = [self.int_expr(p, ctx, conds) for p in sl.prefix]
-        inb = T.and_(*[T.and_(T.ile(T.const_int(0), i), T.ilt(i, T.const_int(e)))
-                       for i, e in zip(idx, buf.shape, strict=False)])
-        idx += [T.const_int(0)] * (len(buf.shape) - len(idx))
-        return self.shared_address(buf, idx), inb
-
-    def s_TmaLoad(self, s: ir.TmaLoad, ctx: _Ctx) -> _Ctx:
-        conds: list[Term] = []
-        smem, inb1 = self._slice(s.dst, ctx, conds)
-        coords = tuple(self.int_expr(c, ctx, conds) for c in s.coords)
-        bar, inb2 = self.barrier(s.barrier, ctx, conds)
-        self.emit("tma.load", s, ctx, conds, "tma_load", T.and_(inb1, inb2), smem=smem,
-                  tmap=f"tm_{s.tensormap}", coords=tuple(reversed(coords)), bar=bar,
-                  dims=len(coords))
-        return self._after(ctx, conds)
-
-    def s_TmaStore(self, s: ir.TmaStore, ctx: _Ctx) -> _Ctx:
-        conds: list[Term] = []
-        smem, inb = self._slice(s.src, ctx, conds)
-        coords = tuple(self.int_expr(c, ctx, conds) for c in s.coords)
-        self.emit("tma.store", s, ctx, conds, "tma_store", inb, smem=smem,
-                  tmap=f"tm_{s.tensormap}", coords=tuple(reversed(coords)), dims=len(coords))
-        return self._after(ctx, conds)
-
-    def s_CommitGroup(self, s: ir.CommitGroup, ctx: _Ctx) -> _Ctx:
-        self.emit("commit", s, ctx, [], "commit_group")
-        return ctx
-
-    def s_WaitGroup(self, s: ir.WaitGroup, ctx: _Ctx) -> _Ctx:
-        self.emit("wait_group", s, ctx, [], "wait_group", pending=s.pending, read=s.read)
-        return ctx
-
 
 def _may_be_zero(x: Term) -> bool:
     from tilesafe.codegen.validate.encode import intervals
 
     lo, hi = intervals([x])[id(x)]
     return lo <= 0 <= hi
-
-
-def _pow2(x: Term) -> Term:
-    """2^x for 0 <= x <= 32 (a lane count), as a piecewise constant."""
-    acc = T.const_int(2**32)
-    for k in range(31, -1, -1):
-        acc = T.ite(T.eq(x, T.const_int(k)), T.const_int(2**k), acc)
-    return acc
