@@ -34,6 +34,9 @@ def int_suffix(ty: Ty) -> str:
 
 
 class Emitter:
+    """The lines of one kernel's body; temporaries are numbered after the LIR's registers
+    (`first_temp`), and `used` tracks the highest number per prefix for `.reg`."""
+
     def __init__(self, first_temp: int) -> None:
         self.lines: list[str] = []
         self.next_reg = first_temp

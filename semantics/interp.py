@@ -318,6 +318,9 @@ def _box_offsets(box: tuple[int, ...], eb: int, swizzle: str, base: int) -> np.n
 
 
 class _Block:
+    """One block: its shared memory, barrier states, copy engine and threads, run by the
+    scheduler in `execute` over the closures interp_compile.py made for it."""
+
     def __init__(self, run: _Run, block_idx: tuple[int, ...]) -> None:
         self.run = run
         self.kernel = run.kernel

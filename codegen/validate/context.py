@@ -55,6 +55,9 @@ class Renaming:
 
 @dataclass(frozen=True)
 class Context:
+    """The shared, read-only view of one validation run (the renaming fills as loops and
+    statements are matched; the reporter's list grows)."""
+
     kernel: ir.Kernel
     mod: Module
     cfg: Cfg

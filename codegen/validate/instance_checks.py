@@ -52,6 +52,9 @@ def gate(out: Outcome, exact: bool, keep: str | None = None) -> Outcome:
 
 
 class InstanceChecks:
+    """Operand and execution obligations per matched statement; `run` returns which
+    statements execute exactly as in the IR."""
+
     def __init__(self, cx: Context, bad_nesting: set[int], loop_exact: dict[int, bool]
                  ) -> None:
         self.cx = cx

@@ -24,6 +24,8 @@ from tilesafe.frontend import ir
 
 
 class LoopChecks:
+    """One TS727 obligation per IR `for`; `run` returns which PTX loops are exact."""
+
     def __init__(self, cx: Context, for_to_loop: dict[int, int]) -> None:
         self.spec = cx.spec
         self.res = cx.res

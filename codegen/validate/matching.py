@@ -47,6 +47,8 @@ class Match:
 
 @dataclass(frozen=True)
 class Matching:
+    """What the matching decided, for the families after it."""
+
     matches: list[Match]
     loop_map: dict[int, ir.For]  # PTX loop id -> IR for
     for_to_loop: dict[int, int]  # IR for's variable uid -> PTX loop id
@@ -54,6 +56,9 @@ class Matching:
 
 
 class Matcher:
+    """Pairs instructions with statements and PTX loops with `for`s, reporting every
+    claim that does not hold; then bounds each `for`'s iteration counter."""
+
     def __init__(self, cx: Context) -> None:
         self.cx = cx
         self.k = cx.kernel

@@ -23,6 +23,8 @@ NIA_MS = 2000
 
 
 class OperandClaims:
+    """`operands(e, ev, hyps)`: the claim and the terms its counterexample shows."""
+
     def __init__(self, cx: Context) -> None:
         self.k = cx.kernel
         self.p = cx.p

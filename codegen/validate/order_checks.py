@@ -20,6 +20,8 @@ from tilesafe.codegen.validate.symexec import Event
 
 
 class OrderChecks:
+    """`noncoherent()` (TS723) and `order()` (TS726) over all matched instructions."""
+
     def __init__(self, cx: Context, matches: list[Match], exec_ok: dict[int, bool]) -> None:
         self.cx = cx
         self.k = cx.kernel

@@ -58,6 +58,9 @@ def undef(name: str, w: int) -> Term:
 
 
 class Operands:
+    """Operand reads and register writes of one module (its declarations, parameters
+    and shared symbols), collecting the registers read before they are written."""
+
     def __init__(self, mod: Module) -> None:
         self.mod = mod
         self.params = {p.name: p for p in mod.params}
