@@ -232,6 +232,61 @@ class WaitGroup(Instr):
 
 
 @dataclass(frozen=True)
+class Wgmma(Instr):
+    """wgmma.mma_async by the executing warpgroup: `acc` (+)= A @ B. `acc` are the
+    accumulator registers in fragment order, `desc_a`/`desc_b` the 64-bit matrix
+    descriptors, `scale_d` a predicate (false: the accumulator is overwritten)."""
+
+    acc: tuple[Reg, ...]
+    desc_a: Value
+    desc_b: Value
+    scale_d: Value
+    n: int
+    k: int
+    dtype: ir.DType  # of A and B
+    acc_dtype: ir.DType
+    trans_a: int  # 1: MN-major
+    trans_b: int
+    origin: Span | None = None
+
+
+@dataclass(frozen=True)
+class WgmmaFence(Instr):
+    origin: Span | None = None
+
+
+@dataclass(frozen=True)
+class WgmmaCommit(Instr):
+    origin: Span | None = None
+
+
+@dataclass(frozen=True)
+class WgmmaWait(Instr):
+    pending: int
+    origin: Span | None = None
+
+
+@dataclass(frozen=True)
+class SetMaxNReg(Instr):
+    inc: bool
+    count: int
+    origin: Span | None = None
+
+
+@dataclass(frozen=True)
+class Unrolled(Instr):
+    """One copy of an unrolled loop's body, the loop variable (`uid`) fixed to `value`:
+    loops whose body indexes fragment registers (a register number must be a constant)."""
+
+    label: str
+    uid: int
+    index: int
+    value: int
+    body: tuple[Instr, ...]
+    origin: Span | None = None
+
+
+@dataclass(frozen=True)
 class Trap(Instr):
     """Abort the kernel (an integer division by zero, as the interpreter reports it)."""
 

@@ -56,6 +56,8 @@ class LirTerms(Algebra[Any]):
             if isinstance(v, VarSlot):
                 return IntVal(v.reg, dtype_interval(v.dtype)) if e.type is INT else v.reg
             return v
+        if isinstance(e, ir.FragLoad):
+            return low.frag_load(e, self.scope)
         if isinstance(e, ir.Load):
             reg = low.load(e, self.scope)
             return IntVal(reg, dtype_interval(low._dtype_of(e))) if e.type is INT else reg

@@ -36,6 +36,7 @@ from tilesafe.codegen.lower_expr import (
     imm_val,
     ty_for,
 )
+from tilesafe.codegen.lower_mma import MmaLowering
 from tilesafe.codegen.ranges import dtype_interval
 from tilesafe.frontend import ir
 from tilesafe.frontend.span import Span
@@ -49,7 +50,7 @@ def lower(kernel: ir.Kernel) -> lir.Function:
     return _Lowering(kernel).function()
 
 
-class _Lowering(ExprLowering):
+class _Lowering(MmaLowering, ExprLowering):
     """Statements and synchronisation, on top of the expression lowering."""
 
     # -- statements -------------------------------------------------------------------------
@@ -136,6 +137,8 @@ class _Lowering(ExprLowering):
         return scope
 
     def s_For(self, s: ir.For, scope: Scope) -> Scope:
+        if self.needs_unroll(s):  # a fragment register is named in the instruction
+            return self.unroll(s, scope)
         lo, hi = self.int_expr(s.lo, scope), self.int_expr(s.hi, scope)
         if lo.rng.lo > hi.rng.hi - 1:  # never runs for any size
             return scope

@@ -225,6 +225,41 @@ class _Printer:
         read = ".read" if i.read else ""
         self.ins(f"cp.async.bulk.wait_group{read} {i.pending};", i.origin, "wait_group")
 
+    # -- tensor cores -----------------------------------------------------------------------
+
+    def i_Wgmma(self, i: lir.Wgmma) -> None:
+        acc = "{" + ", ".join(self.name(r) for r in i.acc) + "}"
+        da, db, p = self.val(i.desc_a), self.val(i.desc_b), self.val(i.scale_d)
+        shape = f"m64n{i.n}k{i.k}"
+        if i.dtype is ir.DType.U8:
+            self.ins(f"wgmma.mma_async.sync.aligned.{shape}.s32.u8.u8 {acc}, {da}, {db}, {p};",
+                     i.origin, "wgmma")
+            return
+        if i.dtype is ir.DType.F32:
+            self.ins(f"wgmma.mma_async.sync.aligned.{shape}.f32.tf32.tf32 {acc}, {da}, {db}, "
+                     f"{p}, 1, 1;", i.origin, "wgmma")
+            return
+        t = i.dtype.value
+        self.ins(f"wgmma.mma_async.sync.aligned.{shape}.f32.{t}.{t} {acc}, {da}, {db}, {p}, "
+                 f"1, 1, {i.trans_a}, {i.trans_b};", i.origin, "wgmma")
+
+    def i_WgmmaFence(self, i: lir.WgmmaFence) -> None:
+        self.ins("wgmma.fence.sync.aligned;", i.origin, "wgmma_fence")
+
+    def i_WgmmaCommit(self, i: lir.WgmmaCommit) -> None:
+        self.ins("wgmma.commit_group.sync.aligned;", i.origin, "wgmma_commit")
+
+    def i_WgmmaWait(self, i: lir.WgmmaWait) -> None:
+        self.ins(f"wgmma.wait_group.sync.aligned {i.pending};", i.origin, "wgmma_wait")
+
+    def i_SetMaxNReg(self, i: lir.SetMaxNReg) -> None:
+        how = "inc" if i.inc else "dec"
+        self.ins(f"setmaxnreg.{how}.sync.aligned.u32 {i.count};", i.origin, "setmaxnreg")
+
+    def i_Unrolled(self, i: lir.Unrolled) -> None:
+        self.lines.append(f"	// unrolled {i.label} = {i.value} (copy {i.index})")
+        self.block(i.body)
+
     def i_Trap(self, i: lir.Trap) -> None:
         self.ins("trap;", i.origin, "division by zero")
 
@@ -269,7 +304,7 @@ def iter_instrs(body: tuple[lir.Instr, ...]) -> Iterator[lir.Instr]:
     """Every instruction, nested bodies included (pre-order)."""
     for i in body:
         yield i
-        if isinstance(i, lir.Loop):
+        if isinstance(i, (lir.Loop, lir.Unrolled)):
             yield from iter_instrs(i.body)
         elif isinstance(i, lir.If):
             yield from iter_instrs(i.then)

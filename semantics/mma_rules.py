@@ -124,20 +124,31 @@ def descriptor(kernel: ir.Kernel, op: Operand) -> DescriptorVerdict:
 
 
 def thread_varying(op: Operand) -> isl.Map | None:
-    """Pairs of instances at one block and loop iteration whose threads see different tile
-    origins (the descriptor must be the same for the whole warpgroup); None when none."""
+    """Pairs of instances of one warpgroup at one block and loop iteration whose threads
+    see different tile origins (the descriptor must be the same for the whole warpgroup);
+    None when none."""
     rel = op.access.origin
     if rel is None:
         return None
     dom = rel.domain()
-    t = op.access.dims.index("thread")
-    cross = isl.Map.from_domain_and_range(dom, dom)
-    for i in range(len(op.access.dims)):
-        if i != t:
-            cross = cross.equate(isl.dim_type.in_, i, isl.dim_type.out, i)
+    group = _warpgroup_map(dom.get_space(), op.access.dims.index("thread"))
+    same_group = group.apply_range(group.reverse()).intersect_domain(dom).intersect_range(dom)
     same_origin = rel.apply_range(rel.reverse())
-    bad = cross.subtract(same_origin)
+    bad = same_group.subtract(same_origin)
     return None if bad.is_empty() else bad
+
+
+def _warpgroup_map(space: isl.Space, t: int) -> isl.Map:
+    """x -> x with the thread coordinate replaced by its warpgroup (thread // 128)."""
+    ls = isl.LocalSpace.from_space(space)
+    ctx = space.get_ctx()
+    lst = isl.PwAffList.alloc(ctx, space.dim(isl.dim_type.set))
+    for i in range(space.dim(isl.dim_type.set)):
+        v = isl.PwAff.var_on_domain(ls, isl.dim_type.set, i)
+        if i == t:
+            v = v.scale_down_val(isl.Val.int_from_si(ctx, fr.WARPGROUP)).floor()
+        lst = lst.add(v)
+    return isl.Map.from_multi_pw_aff(isl.MultiPwAff.from_pw_aff_list(space.map_from_set(), lst))
 
 
 def partial_warpgroups(op: Operand, kernel: ir.Kernel) -> isl.Set | None:
@@ -149,14 +160,7 @@ def partial_warpgroups(op: Operand, kernel: ir.Kernel) -> isl.Set | None:
     t = op.access.dims.index("thread")
     ls = isl.LocalSpace.from_space(space)
     ctx = space.get_ctx()
-    lst = isl.PwAffList.alloc(ctx, space.dim(isl.dim_type.set))
-    for i in range(space.dim(isl.dim_type.set)):
-        v = isl.PwAff.var_on_domain(ls, isl.dim_type.set, i)
-        if i == t:
-            v = v.scale_down_val(isl.Val.int_from_si(ctx, fr.WARPGROUP)).floor()
-        lst = lst.add(v)
-    group = isl.Map.from_multi_pw_aff(isl.MultiPwAff.from_pw_aff_list(space.map_from_set(),
-                                                                      lst))
+    group = _warpgroup_map(space, t)
     thread = isl.PwAff.var_on_domain(ls, isl.dim_type.set, t)
     threads = thread.ge_set(isl.PwAff.zero_on_domain(ls)) & thread.lt_set(
         isl.PwAff.zero_on_domain(ls).add_constant_val(isl.Val.int_from_si(ctx, kernel.block)))
