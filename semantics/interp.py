@@ -66,10 +66,10 @@ import numpy as np
 from tilesafe.frontend import ir
 from tilesafe.frontend.ir import describe_threads
 from tilesafe.frontend.span import Span
-from tilesafe.frontend.walk import first_tensor_core, statements
+from tilesafe.frontend.walk import statements
 from tilesafe.semantics import evaluate, tma_rules
 from tilesafe.semantics import interp_error as E
-from tilesafe.semantics.interp_agents import Blocker, Copy, Thread
+from tilesafe.semantics.interp_agents import Blocker, Copy, MmaOp, Thread
 from tilesafe.semantics.interp_compile import Compiler, finishing
 from tilesafe.semantics.interp_error import InterpError
 from tilesafe.semantics.interp_io import (
@@ -80,6 +80,7 @@ from tilesafe.semantics.interp_io import (
     tensor_usage,
     tensormap_spec,
 )
+from tilesafe.semantics.interp_tensor import TensorCore
 from tilesafe.semantics.mbarrier import MbarrierError, MbarrierState
 from tilesafe.semantics.schedule import Guide, make_policy
 from tilesafe.semantics.smem import (
@@ -172,10 +173,6 @@ def run_kernel(
     Raises InterpError (with `.schedule` set to the choices made so far) on any run-time
     error, including deadlock.
     """
-    unsupported = first_tensor_core(kernel)
-    if unsupported is not None:
-        raise InterpError(E.NOT_YET, "the reference interpreter does not run tensor-core "
-                          "statements yet (docs/wgmma.md, Status)", unsupported.span)
     grid = check_where(kernel, sizes)
     shapes = tensor_shapes(kernel, sizes)
     for t in kernel.params:
@@ -279,7 +276,9 @@ class _Run:
         _, self.written = tensor_usage(kernel)
         self.plan = plan_shared(kernel.shared)
         stmts = list(statements(kernel.body))
-        self.track_proxy = any(isinstance(s, ir.TmaStore) for s in stmts)
+        # Generic writes the async proxy reads next (a TMA store, a wgmma's operands) need
+        # `fence proxy_async`: tag shared bytes with their unfenced writer.
+        self.track_proxy = any(isinstance(s, (ir.TmaStore, ir.Wgmma)) for s in stmts)
         self.var_dtypes = {s.uid: s.dtype for s in stmts if isinstance(s, ir.VarDecl)}
         self.policy = policy
         self.guide: Guide | None = getattr(policy, "guide", None)
@@ -344,9 +343,10 @@ class _Block:
         # the threads that arrived in it]
         self.named: dict[int, list] = {}
         self.uses_sync = any(isinstance(s, ir.Sync) for s in statements(self.kernel.body))
-        self.copies: list[Copy] = []
+        self.copies: list[Copy | MmaOp] = []
         self.note: str | None = None
         self.threads = [Thread(i) for i in range(self.nthreads)]
+        self.tensor = TensorCore(self)
         guide = run.guide
         self.guided = guide is not None and tuple(guide.block) == tuple(block_idx)
         if self.guided:
@@ -407,8 +407,14 @@ class _Block:
 
     # -- the copy engine --------------------------------------------------------------------
 
-    def perform(self, c: Copy) -> bool:
-        """Run the next step of a copy; True when the copy is finished."""
+    def perform(self, c: Copy | MmaOp) -> bool:
+        """Run the next step of a copy (or an MMA: interp_tensor.py); True when the copy is
+        finished."""
+        if isinstance(c, MmaOp):
+            self.tensor.perform(c)
+            if self.run.trace is not None:
+                self.note = f"into '{c.fragment}' of warpgroup {c.wg}"
+            return True
         g: _Global = c.g
         sbits = bits_view(self.smem, c.elem_bytes)
         if c.kind == "load":
@@ -522,10 +528,13 @@ class _Block:
                 else:
                     c = copies[agent - nthreads]
                     stmt = c.stmt
-                    kind = ("tma_load.land" if c.kind == "load" else
+                    kind = ("wgmma.perform" if c.kind == "mma" else
+                            "tma_load.land" if c.kind == "load" else
                             "tma_store.write" if c.read_done else "tma_store.read")
                     if self.perform(c):
                         del copies[agent - nthreads]
+                        if c.kind == "mma":
+                            self.tensor.retire(c)  # the warpgroup's next MMA may go
                     dirty = True
             except InterpError as exc:
                 raise self._annotate(exc) from None
@@ -538,8 +547,15 @@ class _Block:
         """Every thread has finished. PTX does not drain the copy engine at exit: a load
         still in flight, or a store that has not read its shared memory yet, touches
         memory the block no longer owns (undefined behaviour). Stores that only have their
-        global writes left may finish."""
+        global writes left may finish. An MMA still pending would write registers of
+        threads that no longer exist and read shared memory the block no longer owns
+        (TS431)."""
         for c in self.copies:
+            if isinstance(c, MmaOp):
+                raise self.err(E.EXIT_MMA, f"every thread finished with "
+                               f"{self.tensor.pending_text(c)} still pending: "
+                               f"{self.tensor.why_unwaited(c)}", c.stmt.span, None,
+                               warpgroup=c.wg)
             if c.kind == "load":
                 name, i = c.bar
                 raise self.err(E.EXIT_LOAD, f"every thread finished while a TMA load into "

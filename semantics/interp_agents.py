@@ -1,5 +1,6 @@
 """The agents of one block in the scalar engine: threads, what a blocked thread waits for,
-and the copy engine's pending operations; and the three kinds of compiled statement.
+and the copy engine's pending operations (bulk copies and wgmma MMAs); and the three kinds
+of compiled statement.
 
 Why separate: the block's scheduler (interp.py) and every statement compiler
 (interp_compile.py, interp_sync.py, interp_copies.py) build or move these; they are plain
@@ -23,7 +24,8 @@ class Thread:
     waits for, its unfenced shared writes and its bulk groups."""
 
     __slots__ = ("tid", "lane", "warp", "vals", "gen", "pending", "done", "unfenced",
-                 "open_group", "groups", "units", "unit_of", "unit", "unit_stmt", "allowed")
+                 "open_group", "groups", "mma_open", "mma_groups", "units", "unit_of", "unit",
+                 "unit_stmt", "allowed")
 
     def __init__(self, tid: int) -> None:
         # Units (schedule.py): statements the event model has as instructions; only a
@@ -43,6 +45,10 @@ class Thread:
         self.unfenced: list[tuple[int, int]] = []  # (address, bytes) of unfenced generic writes
         self.open_group: list[Copy] = []
         self.groups: list[list[Copy]] = []
+        # The MMAs of its warpgroup this thread took part in issuing: the open wgmma group
+        # and the committed ones (each thread keeps its own view, as for bulk groups).
+        self.mma_open: list[MmaOp] = []
+        self.mma_groups: list[list[MmaOp]] = []
 
 
 class Blocker:
@@ -73,3 +79,30 @@ class Copy:
         self.tid = tid
         self.read_done = False
         self.write_done = False
+
+
+class MmaOp:
+    """One issued wgmma, pending on the block's copy engine until it performs (one step:
+    read both tiles from shared memory, update the warpgroup's accumulator registers).
+
+    Why a copy-engine agent: the MMA is asynchronous, so when it reads its operands and
+    writes its registers is the schedule's choice, which is what makes a missing
+    `wgmma_wait` (or a stage refilled too early) observable. The tile slots are fixed at
+    issue (the origins are evaluated then); the values are read when it performs."""
+
+    __slots__ = ("kind", "stmt", "tid", "wg", "fragment", "a_slots", "b_slots", "dtype",
+                 "scale", "prio", "done")
+
+    def __init__(self, stmt: ir.Wgmma, wg: int, a_slots: Any, b_slots: Any,
+                 dtype: ir.DType, scale: bool) -> None:
+        self.kind = "mma"
+        self.stmt = stmt
+        self.tid = 128 * wg  # the warpgroup's first thread stands for it in messages
+        self.wg = wg
+        self.fragment = stmt.acc
+        self.a_slots = a_slots  # [64, K] element slots of A (absolute, in elements)
+        self.b_slots = b_slots  # [K, N] element slots of B
+        self.dtype = dtype  # the operands' element type
+        self.scale = scale  # False: the accumulator is overwritten (PTX scale-d 0)
+        self.prio: int | None = None  # the PCT scheduler's priority, once it has seen it
+        self.done = False

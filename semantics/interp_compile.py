@@ -4,8 +4,8 @@ A statement compiles to (kind, stmt, fn) (interp_agents.py); a body of LOCAL sta
 a plain function, any other body to a generator that yields each effectful statement
 before running it, which is where the scheduler interleaves threads. This module compiles
 bodies and the value and control statements (`let`, `var`, assignments, stores, `for`,
-`if`, roles); expressions are interp_exprs.py, synchronisation interp_sync.py and bulk
-copies interp_copies.py.
+`if`, roles); expressions are interp_exprs.py, synchronisation interp_sync.py, bulk
+copies interp_copies.py and tensor-core statements interp_mma.py.
 
 Why separate from interp.py: the runner (blocks, the scheduler, the copy engine) executes
 whatever this produces and knows nothing of the IR's statement forms.
@@ -22,6 +22,7 @@ from tilesafe.semantics import interp_error as E
 from tilesafe.semantics.interp_agents import COMPOUND, EFFECT, LOCAL, Thread
 from tilesafe.semantics.interp_copies import CopyCompiler
 from tilesafe.semantics.interp_exprs import ExprCompiler
+from tilesafe.semantics.interp_mma import MmaCompiler
 from tilesafe.semantics.interp_sync import SyncCompiler
 
 if TYPE_CHECKING:
@@ -88,9 +89,10 @@ class Compiler:
         self.expr, self.visible, self.index_fn = exprs.expr, exprs.visible, exprs.index_fn
         sync = SyncCompiler(blk, self.expr)
         copies = CopyCompiler(blk, self.expr, sync.bar_index)
+        mma = MmaCompiler(blk, self.expr)
         # statement type name -> its compiler (this class's own s_* included)
         self.handlers: dict[str, Callable] = {
-            name: getattr(family, name) for family in (self, sync, copies)
+            name: getattr(family, name) for family in (self, sync, copies, mma)
             for name in dir(family) if name.startswith("s_")}
 
     # -- statements -------------------------------------------------------------------------

@@ -10,8 +10,9 @@ Codes the interpreter raises:
   TS103  the shared buffers, as their layouts place them, exceed a block's shared memory
   TS201  global out-of-bounds access          TS202  shared out-of-bounds access
   TS203  integer division by zero at run time (only possible with `var` operands)
+  TS204  a fragment register index outside 0 .. N/2 - 1
   TS214  a grid dimension beyond the hardware's maximum (the driver refuses the launch)
-  TS301  a TMA store read shared memory written by the generic proxy with no
+  TS301  a TMA store or a wgmma read shared memory written by the generic proxy with no
          `fence proxy_async` by the writer before its next synchronisation
   TS307  every thread finished while a TMA store had not yet read its shared memory
          (PTX does not drain the copy engine at exit: `wait_group 0 read` first)
@@ -21,6 +22,9 @@ Codes the interpreter raises:
   TS410  deadlock: every unfinished thread blocked and the copy engine idle
   TS420  deadlock at `sync`: every blocked thread waits at `sync` (a role-subset reached it)
   TS430  every thread finished while a TMA load was still in flight (nobody waited for it)
+  TS431  every thread finished while a wgmma was still pending (no wgmma_wait covered it)
+  TS531  the threads of one warpgroup reach a wgmma with different tiles (or scale_d)
+  TS532  a wgmma in a role that holds only part of a warpgroup
   TS411 / TS415 / TS416  passed through from the mbarrier model (init count range, parity
          operand not 0/1, expect_tx completing a phase PTX leaves unspecified)
   TS5xx  a tensor map the driver would reject, or a TMA shared address not 128-byte aligned
@@ -40,6 +44,7 @@ WHERE = "TS200"
 GLOBAL_OOB = "TS201"
 SHARED_OOB = "TS202"
 DIV_ZERO = "TS203"
+FRAG_REG = "TS204"
 GRID_TOO_LARGE = "TS214"
 SMEM_CAPACITY = "TS103"
 PROXY_FENCE = "TS301"
@@ -56,10 +61,11 @@ NAMED_MISMATCH = "TS412"  # a thread arrives twice in one phase of a named barri
 NAMED_COLLISION = "TS413"  # one barrier id, two counts (or id 0, which `sync` uses)
 NAMED_DEADLOCK = "TS421"  # blocked threads wait at named barriers only
 EXIT_LOAD = "TS430"
-NOT_YET = "TS497"  # a construct the interpreter does not run yet (tensor cores)
+EXIT_MMA = "TS431"
+MMA_NONUNIFORM = "TS531"  # the checker's code: one tile per warpgroup
+MMA_PARTIAL = "TS532"  # the checker's code: whole warpgroups run a wgmma
 BAD_REPLAY = "TS498"
 STEP_LIMIT = "TS499"
-
 
 
 class InterpError(Exception):

@@ -1,7 +1,8 @@
 """Expressions of the scalar engine compiled to closures `t -> value`: operators and
 constants as semantics/evaluate.py says, leaves from the block (sizes, block index) and the
-thread (registers, `thread`, `lane`, `warp_id`), loads with their bounds checks (TS201,
-TS202); and which expressions are visible (read memory another agent may write).
+thread (registers, `thread`, `lane`, `warp_id`, fragment registers `acc[r]`), loads with
+their bounds checks (TS201, TS202); and which expressions are visible (read memory another
+agent may write: shared memory, written tensors, fragment registers an MMA may update).
 
 Why separate: statements of every family (interp_compile.py, interp_sync.py,
 interp_copies.py) compile their operands through this one place, so an index means the
@@ -48,7 +49,9 @@ class ExprCompiler:
             return self.visible(e.operand)
         if isinstance(e, ir.Call):
             return any(self.visible(a) for a in e.args)
-        return False
+        # A fragment register is written by the warpgroup's MMAs, asynchronously: reading
+        # one is a step of its own, so an MMA may perform just before or just after it.
+        return isinstance(e, ir.FragLoad)
 
     # -- expressions ------------------------------------------------------------------------
 
@@ -68,6 +71,8 @@ class ExprCompiler:
             return lambda t: t.vals[uid]
         if isinstance(e, ir.Load):
             return self.e_Load(e)
+        if isinstance(e, ir.FragLoad):
+            return self.b.tensor.reader(e.fragment, self.expr(e.reg), e.span)
         raise TypeError(f"no meaning for {type(e).__name__}")
 
     def e_Builtin(self, e: ir.Builtin):

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from tilesafe.frontend import ir
-from tilesafe.frontend.walk import loads, own_exprs, statements, subexprs
+from tilesafe.frontend.walk import first_tensor_core, loads, own_exprs, statements, subexprs
 
 
 class Kind(str, Enum):
@@ -162,6 +162,10 @@ def unsupported(kernel: ir.Kernel, written: frozenset[str]) -> str | None:
     steps execute a group's effects before the group's local code, which equals the scalar
     order only when local code reads nothing another thread may write (the scalar engine
     reads a loop bound between steps)."""
+    tc = first_tensor_core(kernel)
+    if tc is not None:
+        return (f"the vector engine does not run tensor-core statements ({type(tc).__name__} "
+                f"at {tc.span}): the scalar engine does")
     low = _Lower(kernel, written)
     for s in statements(kernel.body):
         if not isinstance(s, STATEMENTS):
