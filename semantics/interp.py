@@ -98,8 +98,9 @@ __all__ = [
 
 DEFAULT_MAX_STEPS = 20_000_000
 
-# Statements whose execution cannot change any barrier, sync or bulk-group state.
-_MEMORY_STMTS = (ir.Store, ir.Let, ir.VarDecl, ir.Assign, ir.If)
+# Statements whose execution cannot change any barrier, sync, bulk-group or wgmma-group
+# state (a fragment register write included: no blocked thread waits on a register).
+_MEMORY_STMTS = (ir.Store, ir.Let, ir.VarDecl, ir.Assign, ir.If, ir.FragStore)
 
 
 @dataclass(frozen=True)
