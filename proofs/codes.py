@@ -128,6 +128,9 @@ CODES: dict[str, str] = {
     "TS703": "shared memory (buffers, barriers, alignment slack) beyond the block's limit",
     "TS704": "no size satisfies `where` and the launch contract",
     "TS705": "a construct the code generator does not emit yet (tensor cores)",
+    "TS706": "a fragment register index that is not a compile-time constant: no register "
+             "names it",
+    "TS707": "a wgmma operand for which no matrix descriptor reads the tile",
     "TS720": "structure: the module interface (entry, parameters, `.reqntid`, the shared ...",
     "TS721": "the address of every global and shared load and store equals the IR's, as ...",
     "TS722": "the PTX runs each instruction for exactly the instances (sizes, block, thread ...",
