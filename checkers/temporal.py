@@ -35,13 +35,14 @@ from tilesafe.semantics.events import (
     reads_after_writes,
 )
 from tilesafe.semantics.explore import (
-    END,
     Finding,
     Machine,
     replay,
     trace_lines,
 )
+from tilesafe.semantics.explore.state import LoadCopy, State, StoreCopy
 from tilesafe.semantics.guide import guide_for
+from tilesafe.semantics.instrs import Access, Arrive, End
 from tilesafe.semantics.interp_error import InterpError
 from tilesafe.semantics.interp_io import check_where
 from tilesafe.semantics.parametric import Config, Enc, Outcome, explore_all, smt2_with_status
@@ -175,18 +176,18 @@ def counterexample(run: Run, finding: Finding, cfg: Config, mach: Machine) -> di
 DEADLOCKS = ("TS406", "TS407", "TS408", "TS410", "TS420", "TS421")
 
 
-def permission_lines(mach: Machine, state: tuple) -> list[str]:
+def permission_lines(mach: Machine, state: State) -> list[str]:
     """Who holds each atom of shared memory (and which copies are in flight)."""
     lines = []
-    for x, (holders, unfenced) in enumerate(state[4]):
+    for x, (holders, unfenced) in enumerate(state.perms):
         parts = []
         for k, v in sorted(holders):
             parts.append(f"{mach.describe_holder(k)} {Fraction(v, mach.unit)}")
-        for c in state[3]:
-            if c[0] == "L" and x in c[4]:
+        for c in state.copies:
+            if isinstance(c, LoadCopy) and x in c.atoms:
                 parts.append("in-flight TMA load 1")
-            elif c[0] == "S" and x in c[3]:
-                parts.append(f"in-flight TMA store {Fraction(c[4], mach.unit)}")
+            elif isinstance(c, StoreCopy) and x in c.atoms:
+                parts.append(f"in-flight TMA store {Fraction(c.share, mach.unit)}")
         if unfenced:
             parts.append("unfenced generic writes by " + ", ".join(
                 sorted({mach.agents[c].cls.name for c, _ in unfenced})))
@@ -246,7 +247,7 @@ def _depth(f: Finding, mach: Machine) -> int:
     n = 0
     st = f.root
     for mv in f.path:
-        if not (mv[0] == "a" and mach.instr(st, mv[1]).op == "access"):
+        if not (mv[0] == "a" and isinstance(mach.instr(st, mv[1]), Access)):
             n += 1
         try:
             st, _ = mach.apply(st, mv)
@@ -411,7 +412,7 @@ def _deadlock_span(mach: Machine, f: Finding):
         return None
     for a in range(mach.n):
         ins = mach.instr(st, a)
-        if ins.op != END and ins.stmt is not None:
+        if not isinstance(ins, End) and ins.stmt is not None:
             return ins.stmt.span
     return None
 
@@ -464,7 +465,7 @@ def arrival_table(model: Model) -> list[str]:
     rows = []
     for ag in model.agents:
         for ins in ag.code:
-            if ins.op == "arrive" and ins.stmt is not None:
+            if isinstance(ins, Arrive) and ins.stmt is not None:
                 bar = model.kernel.barrier(ins.bar)
                 mode = ins.stmt.mode.value
                 rows.append(f"line {ins.stmt.span.line}: {ag.cls.name} "

@@ -38,14 +38,17 @@ MAX_GRAPH_STATES = 200_000  # a larger search is summarised, not written
 # ---- state graphs (recorded while the temporal searches run) --------------------------------
 
 
-def _bars(state: tuple) -> list[list[int]]:
-    return [[int(s.initialized), s.parity, s.pending, s.expected, s.tx]
-            for s, _init_by, _fenced, _n in state[1]]
+def _bars(state: Any) -> list[list[int]]:
+    return [[int(b.st.initialized), b.st.parity, b.st.pending, b.st.expected, b.st.tx]
+            for b in state.bars]
 
 
-def _loads(state: tuple) -> list[list[int]]:
+def _loads(state: Any) -> list[list[int]]:
     """The TMA loads in flight: (barrier instance, bytes), sorted."""
-    return sorted([int(c[1]), int(c[2])] for c in state[3] if c[0] == "L")
+    from tilesafe.semantics.explore.state import LoadCopy
+
+    return sorted([int(c.inst), int(c.nbytes)] for c in state.copies
+                  if isinstance(c, LoadCopy))
 
 
 @dataclass
@@ -65,11 +68,10 @@ class Graph:
     def _id(self, state: tuple) -> int:
         k = self.ids.get(state)
         if k is None:
-            from tilesafe.semantics.explore import END
+            from tilesafe.semantics.explore import finished
 
             k = self.ids[state] = len(self.states)
-            m = self.machine
-            final = all(m.instr(state, a).op == END for a in range(m.n))
+            final = finished(self.machine, state)
             self.states.append({"bars": _bars(state), "loads": _loads(state), "final": final,
                                 "visited": False})
         return k
@@ -83,13 +85,16 @@ class Graph:
     def edge(self, state: tuple, move: tuple, nxt: tuple) -> None:
         if self.overflow:
             return
-        notes: list[dict[str, Any]] = []
+        from tilesafe.semantics.explore.notes import BarNote, CopyDoneNote, IssuedNote
+        from tilesafe.semantics.explore.state import LoadCopy
+
+        notes: list[Any] = []
         raw, _ = self.machine.apply(state, move, notes)
-        ops = [[int(n["bar"][0]), n["bar"][1], *[json_safe(a) for a in n["bar"][2]]]
-               for n in notes if "bar" in n]
-        issued = [[int(n["copy"][1])] for n in notes if "copy" in n and n["copy"][0] == "L"]
-        done = [[int(n["copy_done"][1]), int(n["copy_done"][2])] for n in notes
-                if "copy_done" in n and n["copy_done"][0] == "L"]
+        ops = [[int(n.inst), n.what, *[json_safe(a) for a in n.args]]
+               for n in notes if isinstance(n, BarNote)]
+        issued = [[int(n.who)] for n in notes if isinstance(n, IssuedNote) and n.kind == "L"]
+        done = [[int(n.copy.inst), int(n.copy.nbytes)] for n in notes
+                if isinstance(n, CopyDoneNote) and isinstance(n.copy, LoadCopy)]
         self.edges.append([self._id(state), self._id(nxt), " ".join(map(str, move)), ops,
                            _bars(raw), _loads(raw), issued, done])
 

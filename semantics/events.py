@@ -17,7 +17,9 @@ The copy engine is a separate agent: every issued TMA copy completes at some lat
 Programs. Each agent gets a flat instruction list: synchronising events (init, fence, sync,
 wait, arrive, expect_tx, tma_load, tma_store, commit, wait_group), shared-memory accesses
 (ownership only; a loop without synchronisation collapses into one access whose footprint
-is the union over its iterations), and control (loop entry/back-edge, uniform branches).
+is the union over its iterations), and control (loop entry/back-edge, uniform branches);
+one record type per kind (semantics/instrs.py), given its meaning by the explorer's family
+modules (semantics/explore/ops/).
 Loops keep their trip counts symbolic: a bound is a function of the concrete sizes chosen
 when a state space is explored, so `for k in 0 .. N / 64` is explored for as many trip
 counts as the parametric argument (semantics/parametric.py) needs.
@@ -25,8 +27,8 @@ counts as the parametric argument (semantics/parametric.py) needs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import networkx as nx
@@ -37,8 +39,32 @@ from tilesafe.frontend.ir import describe_threads
 from tilesafe.frontend.span import Span
 from tilesafe.frontend.walk import loads, own_exprs, statements, subexprs
 from tilesafe.semantics import evaluate
-
-Fn = Callable[[Mapping[str, Any]], Any]
+from tilesafe.semantics.instrs import (
+    Access,
+    AccessNode,
+    Arrive,
+    Branch,
+    Commit,
+    End,
+    Enter,
+    ExpectTx,
+    FenceInit,
+    FenceProxy,
+    Fn,
+    Init,
+    Instr,
+    Jump,
+    Lets,
+    LoopCtx,
+    NamedArrive,
+    NamedWait,
+    Next,
+    Sync,
+    TmaLoad,
+    TmaStore,
+    Wait,
+    WaitGroup,
+)
 
 SYNC_STMTS = (ir.Init, ir.Fence, ir.Sync, ir.Wait, ir.Arrive, ir.ExpectTx, ir.TmaLoad,
               ir.TmaStore, ir.CommitGroup, ir.WaitGroup, ir.NamedBar)
@@ -54,16 +80,6 @@ class Unsupported(Exception):
 
 
 # ---- expressions ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Lets:
-    """The immutable `let` bindings in scope, by uid (substituted where they are used)."""
-
-    table: Mapping[int, ir.Expr] = field(default_factory=dict)
-
-    def bind(self, uid: int, value: ir.Expr) -> Lets:
-        return Lets({**self.table, uid: value})
 
 
 def free_vars(e: ir.Expr, lets: Lets) -> frozenset[str]:
@@ -285,99 +301,6 @@ def _signature(stmts: tuple[ir.Stmt, ...], t: int, lets: Lets, sig: list) -> Let
 
 
 @dataclass(frozen=True)
-class LoopCtx:
-    """An enclosing loop that is kept (it contains synchronisation)."""
-
-    uid: int
-    lo: Fn
-    step: int
-    stmt: ir.For
-
-
-@dataclass(frozen=True)
-class AccessNode:
-    """A tree evaluated (vectorised over threads and collapsed loops) into a footprint
-    (semantics/footprint.py).
-
-    kind "acc": buffer, write flag, index functions; kind "loop": uid, lo/hi functions,
-    step, children; kind "if": cond, then, orelse.
-
-    Every function comes twice. The plain one (`index`, `lo`, `hi`, `cond`) reads only the
-    thread and loop variables, so a footprint holds for every size and block; it is None
-    where the term needs more (sizes, the block index), and the footprint then
-    over-approximates: an unknown index touches the whole buffer, an unknown condition
-    runs both branches, an unknown loop every element. The `_full` one also reads the
-    sizes and the block index, so it gives the exact footprint of one block of one launch
-    (the witness of a refutation); it is None only for terms that read memory."""
-
-    kind: str
-    buffer: str = ""
-    write: bool = False
-    index: tuple[Fn, ...] | None = None
-    index_full: tuple[Fn, ...] | None = None
-    uid: int = 0
-    lo: Fn | None = None
-    hi: Fn | None = None
-    lo_full: Fn | None = None
-    hi_full: Fn | None = None
-    step: int = 1
-    cond: Fn | None = None
-    cond_full: Fn | None = None
-    # A condition that reads only the thread, the block index and the sizes is constant per
-    # thread for a whole launch: its structural key lets footprints say "certainly
-    # written, if this condition holds for the thread" (None: not such a condition).
-    cond_key: tuple | None = None
-    uses_var: bool = True  # loop: some index, condition or bound below reads its variable
-    then: tuple[AccessNode, ...] = ()
-    orelse: tuple[AccessNode, ...] = ()
-    span: Span | None = None  # the load or store itself (for diagnostics)
-
-    @property
-    def exact(self) -> bool:
-        """An access whose elements are known for every size and block."""
-        return self.index is not None
-
-
-@dataclass(frozen=True)
-class Instr:
-    """One instruction of an agent. `op` is one of
-    init fence_init fence_proxy sync wait arrive expect_tx tma_load tma_store commit
-    wait_group access (visible) and enter next branch jump end (control)."""
-
-    op: str
-    stmt: ir.Stmt | None
-    ctx: tuple[LoopCtx, ...]
-    bar: str = ""
-    idx: Fn | None = None  # barrier index (None: scalar barrier, or every instance for init)
-    parity: Fn | None = None
-    count: int = 0  # arrivals (arrive), issuing threads (init, expect_tx, tma_*)
-    tx: Fn | None = None  # bytes per arriving / expecting thread
-    nbytes: int = 0  # bytes one TMA copy moves
-    buffer: str = ""  # TMA slice buffer
-    prefix: tuple[Fn, ...] = ()  # TMA slice prefix
-    access: tuple[AccessNode, ...] = ()
-    target: int = -1  # jump target / loop exit / branch else
-    trip: Fn | None = None  # loop trip count
-    cond: Fn | None = None  # branch condition
-    per_warp: bool = False  # arrive ... one per warp: joins the lanes of each warp first
-    group: tuple[int, ...] = ()  # classes joined by a per-warp arrive
-    pending: int = 0  # wait_group N
-    named: int = -1  # named barrier id (narrive: arrive; nwait: wait for the phase)
-    ncount: int = 0  # the named barrier's thread count
-    sync_exprs: tuple[ir.Expr, ...] = ()  # what the parametric argument must check
-    lets: Lets = field(default_factory=Lets)
-
-    @property
-    def visible(self) -> bool:
-        return self.op not in ("enter", "next", "branch", "jump")
-
-    def text(self) -> str:
-        s = self.stmt
-        where = f" (line {s.span.line})" if s is not None else ""
-        return f"{self.op}{where}"
-
-
-@dataclass(frozen=True)
 class Agent:
     cls: ThreadClass
     code: tuple[Instr, ...]
@@ -436,7 +359,7 @@ def build_model(kernel: ir.Kernel, ownership: bool) -> Model:
     for cls in classes:
         comp = _Compiler(kernel, cls, ownership, classes)
         comp.block(kernel.body, (), Lets(), None)
-        comp.emit(Instr("end", None, ()))
+        comp.emit(End(None, ()))
         code = tuple(comp.code)
         param = None
         for enter_pc, next_pc, depth, stmt in comp.sym_loops:
@@ -466,8 +389,7 @@ class _Compiler:
 
     def patch(self, pc: int, **changes: Any) -> None:
         old = self.code[pc]
-        self.code[pc] = Instr(**{**{f: getattr(old, f) for f in old.__dataclass_fields__},
-                                 **changes})
+        self.code[pc] = replace(old, **changes)
 
     def thread_true(self, conds: list[ir.Expr], lets: Lets) -> bool:
         env = {"thread": self.t0}
@@ -515,7 +437,7 @@ class _Compiler:
                      lets: Lets) -> None:
         nodes = _access_nodes(stmts, lets, self.k)
         if nodes:
-            self.emit(Instr("access", s, ctx, access=nodes, lets=lets,
+            self.emit(Access(s, ctx, access=nodes, lets=lets,
                             sync_exprs=tuple(_access_exprs(stmts, lets))))
 
     def loop(self, s: ir.For, ctx: tuple[LoopCtx, ...], lets: Lets, role: ir.Role | None) -> None:
@@ -535,12 +457,12 @@ class _Compiler:
 
         symbolic = any(v.startswith("size:")
                        for v in free_vars(s.hi, lets) | free_vars(s.lo, lets))
-        enter = self.emit(Instr("enter", s, ctx, trip=trip, sync_exprs=(s.lo, s.hi),
+        enter = self.emit(Enter(s, ctx, trip=trip, sync_exprs=(s.lo, s.hi),
                                 lets=lets))
         inner = ctx + (LoopCtx(s.var.uid, lo, step, s),)
         body_pc = len(self.code)
         self.block(s.body, inner, lets, role)
-        nxt = self.emit(Instr("next", s, ctx, trip=trip, target=body_pc, lets=lets,
+        nxt = self.emit(Next(s, ctx, trip=trip, target=body_pc, lets=lets,
                               sync_exprs=(s.lo, s.hi)))
         self.patch(enter, target=nxt + 1)
         if symbolic:
@@ -567,11 +489,11 @@ class _Compiler:
         if ucond is None:
             self.block(s.then, ctx, lets, role)
             return
-        br = self.emit(Instr("branch", s, ctx, cond=compile_expr(ucond, lets),
+        br = self.emit(Branch(s, ctx, cond=compile_expr(ucond, lets),
                              sync_exprs=(ucond,), lets=lets))
         self.block(s.then, ctx, lets, role)
         if s.orelse:
-            jmp = self.emit(Instr("jump", s, ctx))
+            jmp = self.emit(Jump(s, ctx))
             self.patch(br, target=len(self.code))
             self.block(s.orelse, ctx, lets, role)
             self.patch(jmp, target=len(self.code))
@@ -582,7 +504,7 @@ class _Compiler:
         if self.ownership and any(True for _ in shared_loads(s.cond)):
             nodes = _loads_nodes(s.cond, lets, self.k)
             exprs = tuple(i for ld in shared_loads(s.cond) for i in ld.indices)
-            self.emit(Instr("access", s, ctx, access=nodes, lets=lets, sync_exprs=exprs))
+            self.emit(Access(s, ctx, access=nodes, lets=lets, sync_exprs=exprs))
 
     # -- synchronisation ---------------------------------------------------------------------
 
@@ -608,17 +530,17 @@ class _Compiler:
         n = self.cls.size
         if isinstance(s, ir.Init):
             idx, ex = self.bar_index(s.barrier, lets)
-            self.emit(Instr("init", s, ctx, bar=s.barrier.name, idx=idx, count=n,
+            self.emit(Init(s, ctx, bar=s.barrier.name, idx=idx, count=n,
                             sync_exprs=ex, lets=lets))
         elif isinstance(s, ir.Fence):
-            op = "fence_init" if s.kind is ir.FenceKind.MBARRIER_INIT else "fence_proxy"
-            self.emit(Instr(op, s, ctx, lets=lets))
+            fence = FenceInit if s.kind is ir.FenceKind.MBARRIER_INIT else FenceProxy
+            self.emit(fence(s, ctx, lets=lets))
         elif isinstance(s, ir.Sync):
-            self.emit(Instr("sync", s, ctx, lets=lets))
+            self.emit(Sync(s, ctx, lets=lets))
         elif isinstance(s, ir.Wait):
             idx, ex = self.bar_index(s.barrier, lets)
             self.require_uniform(s.parity, lets, "a wait parity")
-            self.emit(Instr("wait", s, ctx, bar=s.barrier.name, idx=idx,
+            self.emit(Wait(s, ctx, bar=s.barrier.name, idx=idx,
                             parity=compile_expr(s.parity, lets), sync_exprs=ex + (s.parity,),
                             lets=lets))
         elif isinstance(s, ir.Arrive):
@@ -629,36 +551,36 @@ class _Compiler:
                 tx = compile_expr(s.tx_bytes, lets)
                 ex = ex + (s.tx_bytes,)
             count, group = self.arrivals(s, role)
-            self.emit(Instr("arrive", s, ctx, bar=s.barrier.name, idx=idx, count=count, tx=tx,
+            self.emit(Arrive(s, ctx, bar=s.barrier.name, idx=idx, count=count, tx=tx,
                             per_warp=s.mode is ir.ArriveMode.PER_WARP, group=group,
                             sync_exprs=ex, lets=lets))
         elif isinstance(s, ir.ExpectTx):
             idx, ex = self.bar_index(s.barrier, lets)
             self.require_uniform(s.nbytes, lets, "an expect_tx byte count")
-            self.emit(Instr("expect_tx", s, ctx, bar=s.barrier.name, idx=idx, count=n,
+            self.emit(ExpectTx(s, ctx, bar=s.barrier.name, idx=idx, count=n,
                             tx=compile_expr(s.nbytes, lets), sync_exprs=ex + (s.nbytes,),
                             lets=lets))
         elif isinstance(s, ir.TmaLoad):
             idx, ex = self.bar_index(s.barrier, lets)
             prefix, pex = self.prefix(s.dst, lets)
-            self.emit(Instr("tma_load", s, ctx, bar=s.barrier.name, idx=idx, count=n,
+            self.emit(TmaLoad(s, ctx, bar=s.barrier.name, idx=idx, count=n,
                             nbytes=s.nbytes, buffer=s.dst.buffer, prefix=prefix,
                             sync_exprs=ex + pex, lets=lets))
         elif isinstance(s, ir.TmaStore):
             prefix, pex = self.prefix(s.src, lets)
-            self.emit(Instr("tma_store", s, ctx, count=n, nbytes=s.nbytes, buffer=s.src.buffer,
+            self.emit(TmaStore(s, ctx, count=n, nbytes=s.nbytes, buffer=s.src.buffer,
                             prefix=prefix, sync_exprs=pex, lets=lets))
         elif isinstance(s, ir.CommitGroup):
-            self.emit(Instr("commit", s, ctx, lets=lets))
+            self.emit(Commit(s, ctx, lets=lets))
         elif isinstance(s, ir.WaitGroup):
-            self.emit(Instr("wait_group", s, ctx, pending=s.pending, lets=lets))
+            self.emit(WaitGroup(s, ctx, pending=s.pending, lets=lets))
         elif isinstance(s, ir.NamedBar):
             # bar_sync = arrive, then wait until the phase it arrived in completes
-            # (semantics/explore.py, named barriers); bar_arrive = the arrive alone.
-            self.emit(Instr("narrive", s, ctx, count=n, named=s.bar_id, ncount=s.count,
+            # (semantics/explore/ops/named.py); bar_arrive = the arrive alone.
+            self.emit(NamedArrive(s, ctx, count=n, named=s.bar_id, ncount=s.count,
                             lets=lets))
             if not s.arrive:
-                self.emit(Instr("nwait", s, ctx, count=n, named=s.bar_id, ncount=s.count,
+                self.emit(NamedWait(s, ctx, count=n, named=s.bar_id, ncount=s.count,
                                 lets=lets))
 
     def prefix(self, sl: ir.BufferSlice, lets: Lets) -> tuple[tuple[Fn, ...], tuple[ir.Expr, ...]]:

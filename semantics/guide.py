@@ -18,10 +18,11 @@ from typing import Any
 from tilesafe.frontend.walk import statements
 from tilesafe.semantics import blockparam
 from tilesafe.semantics.events import Agent, Model
-from tilesafe.semantics.explore import CannotMove, Finding, Machine, _Error
+from tilesafe.semantics.explore import CannotMove, ExploreError, Finding, Machine
+from tilesafe.semantics.explore.notes import StepNote
+from tilesafe.semantics.explore.state import LoadCopy
+from tilesafe.semantics.instrs import Arrive, Control, End, NamedWait
 from tilesafe.semantics.schedule import Guide, GuideStep
-
-CONTROL = ("enter", "next", "branch", "jump", "end")
 
 
 def unit_statements(agent: Agent, kernel: Any = None) -> tuple[frozenset[int], dict[int, int]]:
@@ -29,7 +30,8 @@ def unit_statements(agent: Agent, kernel: Any = None) -> tuple[frozenset[int], d
     the innermost unit statement containing it. With `kernel` (the model's), ids of a
     persistent kernel's lifted statements are those of the statements the interpreter runs
     (semantics/blockparam.py)."""
-    units = {ins.stmt for ins in agent.code if ins.op not in CONTROL and ins.stmt is not None}
+    units = {ins.stmt for ins in agent.code
+             if not isinstance(ins, (Control, End)) and ins.stmt is not None}
 
     def oid(s: Any) -> int:
         return id(s) if kernel is None else blockparam.origin_id(kernel, id(s))
@@ -65,7 +67,7 @@ def guide_for(model: Model, mach: Machine, finding: Finding,
             nxt, _ = mach.apply(st, mv, rec)
         except CannotMove:
             break
-        except _Error:
+        except ExploreError:
             nxt = None  # the violating move itself: the interpreter performs it too
         steps.append(_step(model, mach, st, mv, rec))
         if nxt is None:
@@ -78,19 +80,19 @@ def _step(model: Model, mach: Machine, st: tuple, mv: tuple, rec: list) -> Guide
     if mv[0] == "sync":
         return GuideStep({t: 1 for ag in model.agents for t in ag.cls.threads})
     if mv[0] == "c":
-        c = st[3][mv[1]]
-        if c[0] == "L":
-            name, idx = model.instances[c[1]]
+        c = st.copies[mv[1]]
+        if isinstance(c, LoadCopy):
+            name, idx = model.instances[c.inst]
             return GuideStep(copy=("load", name, idx))
-        return GuideStep(copy=("store", frozenset(model.agents[c[1]].cls.threads), c[2]))
+        return GuideStep(copy=("store", frozenset(model.agents[c.cls].cls.threads), c.age))
     a = mv[1]
     ins = mach.instr(st, a)
-    if ins.op == "arrive" and ins.per_warp and len(ins.group) > 1:
+    if isinstance(ins, Arrive) and ins.joint:
         return GuideStep({t: 1 for g in ins.group for t in model.agents[g].cls.threads})
     # A bar_sync is two instructions (narrive, nwait) but one unit: the interpreter's thread
     # completes it on arriving (it then blocks inside it until the phase completes).
-    n = sum(1 for r in rec if "ins" in r and r.get("agents") == (a,)
-            and r["ins"].op != "nwait")
-    if ins.op != "nwait":
+    n = sum(1 for r in rec if isinstance(r, StepNote) and r.agents == (a,)
+            and not isinstance(r.ins, NamedWait))
+    if not isinstance(ins, NamedWait):
         n = max(1, n)
     return GuideStep({t: n for t in model.agents[a].cls.threads})

@@ -39,18 +39,29 @@ import z3
 
 from tilesafe.frontend import ir
 from tilesafe.semantics.budget import Budget, BudgetExceeded
-from tilesafe.semantics.events import Instr, Model, compile_expr, free_vars
+from tilesafe.semantics.events import Model, compile_expr, free_vars
 from tilesafe.semantics.explore import (
-    END,
     Finding,
     Machine,
     SearchResult,
     Stats,
+    classify_deadlock,
+    exit_violation,
     finding_key,
+    finished,
     path_to,
     rank,
     search,
 )
+from tilesafe.semantics.explore.state import (
+    CLASS,
+    BarRec,
+    State,
+    bar_rec,
+    moved,
+    order_key,
+)
+from tilesafe.semantics.instrs import End, Wait
 
 HUGE_TRIP = 1_000_000
 MAX_DRIFT = 64
@@ -519,7 +530,7 @@ class Argument:
             return None
         half = period // 2
         parities = {id(ins.stmt.parity) for ag in self.model.agents for ins in ag.code
-                    if ins.op == "wait"}
+                    if isinstance(ins, Wait)}
         lets = self.model.lets
         par_in = [(a, e) for a, e in pos["in"] if id(e) in parities]
         other_in = [(a, e) for a, e in pos["in"] if id(e) not in parities]
@@ -705,7 +716,7 @@ class Argument:
             shift = real_t - t
             tmach = Machine(self.model, sizes, period=self.period + self.start)
             _share_atoms(tmach, mach)
-            roots = sorted((levels.shift(st, shift) for st in levels.sets[mt]), key=repr)
+            roots = sorted((levels.shift(st, shift) for st in levels.sets[mt]), key=order_key)
             res = search(tmach, roots, self.por, self.max_states, budget=self.budget)
             self._absorb(res, Config(sizes, real_t, f"tail from level {mt + shift}"), tmach,
                          levels=levels if shift == 0 else None)
@@ -826,18 +837,18 @@ class Argument:
     def _points(self, mach: Machine, states) -> None:
         """The permission state at each program point (part of the evidence): for each
         class and instruction, the distinct shares it holds there (a sample of states)."""
-        labels = {x: mach.atom_label(x) for x in range(len(mach.atom_mask))}
+        labels = {x: mach.atom_label(x) for x in range(len(mach.atoms))}
         for st in states:
             self._point_budget -= 1
             if self._point_budget < 0:
                 return
             held: dict[int, list[str]] = {}
-            for x, (holders, _) in enumerate(st[4]):
+            for x, (holders, _) in enumerate(st.perms):
                 for k, v in holders:
-                    if k[0] == "A":
+                    if k[0] == CLASS:
                         held.setdefault(k[1], []).append(
                             f"{labels[x]}: {Fraction(v, mach.unit)}")
-            for a, (pc, _) in enumerate(st[0]):
+            for a, (pc, _) in enumerate(st.agents):
                 ins = mach.agents[a].code[pc]
                 if ins.stmt is None:
                     continue
@@ -870,13 +881,11 @@ class Argument:
 
 def _share_atoms(dst: Machine, src: Machine) -> None:
     """Tails continue states of the big system: use its atoms and waiter sets."""
-    dst.atoms, dst.atom_buf, dst.atom_mask = src.atoms, src.atom_buf, src.atom_mask
-    dst.waiters, dst.guard_atoms = src.waiters, src.guard_atoms
+    dst.atoms, dst.waiters = src.atoms, src.waiters
     dst._ev.clear()
     dst._static_cache.clear()
     dst._por_cache.clear()
-    dst.fut, dst.static_w = [], []
-    dst._futures()
+    dst.rebuild_static()
 
 
 def _prefix(f: Finding, levels: _Levels) -> Finding:
@@ -909,31 +918,31 @@ class _Levels:
         self.t_far = 0
         self.stop = False  # a violation was found: the argument is moot
 
-    def progress(self, state: tuple, a: int) -> int:
+    def progress(self, state: State, a: int) -> int:
         enter, nxt, depth, _ = self.param[a]
-        pc, ctrs = state[0][a]
+        pc, ctrs = state.agents[a]
         if pc < enter:
             return 0
-        if pc > nxt or self.m.agents[a].code[pc].op == END:
+        if pc > nxt or isinstance(self.m.agents[a].code[pc], End):
             return HUGE_TRIP * 4
         return ctrs[depth]
 
-    def level(self, state: tuple) -> tuple[int, int]:
+    def level(self, state: State) -> tuple[int, int]:
         ps = [self.progress(state, a) for a in self.param]
         return min(ps), max(ps) - min(ps)
 
-    def normal(self, state: tuple, m: int) -> tuple:
+    def normal(self, state: State, m: int) -> State:
         """Iterations relative to the level; with the parity symmetry, parity bits relative
         to the number of half periods passed."""
-        agents = list(state[0])
+        agents = list(state.agents)
         for a, (enter, nxt, depth, _) in self.param.items():
             pc, ctrs = agents[a]
             if enter < pc < nxt:
                 agents[a] = (pc, ctrs[:depth] + (ctrs[depth] - m,) + ctrs[depth + 1:])
-        bars = state[1]
+        bars = state.bars
         if self.flip and (m // self.period) % 2:
             bars = _flip(bars)
-        return (tuple(agents), bars) + state[2:]
+        return moved(state, tuple(agents), bars)
 
     def path_to(self, st: tuple) -> tuple:
         out = []
@@ -961,17 +970,16 @@ class _Levels:
                 except BudgetExceeded as exc:
                     self.arg.out.budget = True
                     return False, exc.reason
-                if all(m.instr(st, a).op == END for a in range(m.n)):
-                    bad = m.exit_violation(st)
+                if finished(m, st):
+                    bad = exit_violation(m, st)
                     if bad is not None:
                         self._find(Finding(bad[0], bad[1], bad[2], self.path_to(st),
                                            self.root, False, {"state": st}), lvl)
                         continue
                 succ, enabled, _ = m.successors(st, por)
                 if not enabled:
-                    live = [a for a in range(m.n) if m.instr(st, a).op != END]
-                    if live or st[3]:
-                        code, why = m.classify_deadlock(st)
+                    if not finished(m, st) or st.copies:
+                        code, why = classify_deadlock(m, st)
                         self._find(Finding(code, why, None, self.path_to(st), self.root, False,
                                            {"state": st}), lvl)
                     continue
@@ -1018,20 +1026,20 @@ class _Levels:
                     return True, ""
         return False, f"no periodic level structure within {MAX_LEVELS} levels"
 
-    def shift(self, state: tuple, delta: int) -> tuple:
+    def shift(self, state: State, delta: int) -> State:
         """The same state with every parametric loop `delta` iterations further on (and,
         with the parity symmetry, parity bits flipped once per half period)."""
         if delta == 0:
             return state
-        agents = list(state[0])
+        agents = list(state.agents)
         for a, (enter, nxt, depth, _) in self.param.items():
             pc, ctrs = agents[a]
             if enter < pc < nxt:
                 agents[a] = (pc, ctrs[:depth] + (ctrs[depth] + delta,) + ctrs[depth + 1:])
-        bars = state[1]
+        bars = state.bars
         if self.flip and (delta // self.period) % 2:
             bars = _flip(bars)
-        return (tuple(agents), bars) + state[2:]
+        return moved(state, tuple(agents), bars)
 
     def _find(self, f: Finding, lvl: int) -> None:
         key = finding_key(f)
@@ -1053,9 +1061,9 @@ def _shape(e: Any) -> Any:
     return e
 
 
-def _flip(bars: tuple) -> tuple:
-    return tuple((st._replace(parity=st.parity ^ 1) if st.initialized else st, by, fenced, n)
-                 for st, by, fenced, n in bars)
+def _flip(bars: tuple[BarRec, ...]) -> tuple[BarRec, ...]:
+    return tuple(bar_rec(b.st._replace(parity=b.st.parity ^ 1), b.init_by, b.fenced, b.phases)
+                 if b.st.initialized else b for b in bars)
 
 
 def _divisors(n: int) -> list[int]:
@@ -1134,5 +1142,5 @@ def explore_all(model: Model, por: bool, max_states: int, timeout_ms: int,
     return Argument(model, por, max_states, timeout_ms, budget).run()
 
 
-__all__ = ["Config", "Outcome", "explore_all", "sample_sizes", "sizes_for_trip", "Instr",
+__all__ = ["Config", "Outcome", "explore_all", "sample_sizes", "sizes_for_trip",
            "Stats"]

@@ -1,6 +1,6 @@
 """Reduced explorations that may PROVE a kernel, tried before the unreduced one.
 
-Why: the unreduced search (semantics/parametric.py over semantics/explore.py) grows with
+Why: the unreduced search (semantics/parametric.py over semantics/explore/) grows with
 the product of the classes' positions. A reduction explores a smaller system whose
 correctness implies the kernel's (docs/temporal.md §9-§10): identical classes up to
 renaming (semantics/symmetry.py), a ring's stages through its stage projection

@@ -16,14 +16,17 @@ What makes two classes *identical* (an automorphism of the transition system, no
   the same thread map *relative to the class's first thread* (threads of a class are only
   compared with threads of the same class, so a translation is invisible to every check).
   The explorer checks this for every evaluation it performs (`Machine.event`,
-  `Machine.settle`) and raises `SymmetryBroken` on the first difference; the reduced search
-  is then abandoned (the checker explores without the reduction). Writes whose definedness
-  depends on the writing threads (covers) break it too: they are thread-specific.
+  `Machine.settle`, semantics/explore/machine.py) and raises `SymmetryBroken` on the first
+  difference; the reduced search is then abandoned (the checker explores without the
+  reduction). Writes whose definedness depends on the writing threads (covers) break it
+  too: they are thread-specific.
 
 The representative of a state sorts the classes of each group by their local state (program
 point, counters, observed phases, bulk groups, unordered accesses) and renames every
 reference to a class consistently: the initialising class of a barrier, the holder keys of
-permissions ("A", "E", "G"), unfenced writers, TMA stores in flight. Any fixed choice of
+permissions (held by a class, earmarked for one, given back by its TMA store), unfenced
+writers, TMA stores in flight
+(semantics/explore/state.py). Any fixed choice of
 representative is sound (it only merges states of one orbit); sorting makes most orbits
 meet. Persistent sets are computed on the representative itself, where they are persistent
 in the unreduced system too, so deadlocks and violating steps reachable in the unreduced
@@ -35,7 +38,27 @@ search is used to PROVE only; anything it finds is re-found by the unreduced sea
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from tilesafe.semantics.events import Agent, Unsupported
+from tilesafe.semantics.explore.operands import AccessOperands, Err
+from tilesafe.semantics.explore.state import (
+    CLASS,
+    EARMARK,
+    GIVEN_BACK,
+    Perm,
+    State,
+    StoreCopy,
+    bar_rec,
+    by_class,
+    earmarked,
+    given_back,
+    perm,
+    store_copy,
+    unfenced,
+)
+from tilesafe.semantics.instrs import Arrive, NamedArrive, NamedWait
 
 
 class SymmetryBroken(Unsupported):
@@ -47,18 +70,16 @@ def signature(ag: Agent) -> tuple | None:
     out: list = [ag.cls.size, len({t // 32 for t in ag.cls.threads}),
                  None if ag.param_loop is None else ag.param_loop[:3]]
     for ins in ag.code:
-        if ins.per_warp and len(ins.group) > 1:
+        if isinstance(ins, Arrive) and ins.joint:
             return None
-        out.append((ins.op, ins.bar, ins.count, ins.per_warp, ins.pending, ins.nbytes,
-                    ins.buffer, ins.target, len(ins.ctx), ins.idx is None,
-                    ins.parity is None, ins.tx is None, len(ins.prefix), len(ins.access)))
+        out.append(ins.shape())
     return tuple(out)
 
 
 def groups(agents: tuple[Agent, ...]) -> tuple[tuple[int, ...], ...]:
     """Classes with equal signatures, in groups of two or more. None in a kernel with named
     barriers: their state names classes (bit masks) that the renaming does not follow."""
-    if any(ins.op in ("narrive", "nwait") for ag in agents for ins in ag.code):
+    if any(isinstance(ins, (NamedArrive, NamedWait)) for ag in agents for ins in ag.code):
         return ()
     by: dict[tuple, list[int]] = {}
     for a, ag in enumerate(agents):
@@ -68,21 +89,23 @@ def groups(agents: tuple[Agent, ...]) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(g) for g in by.values() if len(g) > 1)
 
 
-def same_event(ea: tuple, eb: tuple) -> bool:
+def same_event(ea: Any, eb: Any) -> bool:
     """Equal events of two classes (the footprint object itself is not compared: its
     relative thread map, atoms and definedness are)."""
-    if ea[0] == "err" or eb[0] == "err":
-        return ea[0] == eb[0] and ea[1].code == eb[1].code
-    if len(ea) == 9:  # an access: (ok, reads, writes, exact, touch, exposed, must, covers, fp)
-        if ea[7] or eb[7]:
+    if isinstance(ea, Err) or isinstance(eb, Err):
+        return type(ea) is type(eb) and ea.error.code == eb.error.code
+    if type(ea) is not type(eb):
+        return False
+    if isinstance(ea, AccessOperands):
+        if ea.covers or eb.covers:
             return False
-        return ea[:8] == eb[:8]
+        return ea[:7] == eb[:7]
     return ea == eb
 
 
-def canon(state: tuple, grps: tuple[tuple[int, ...], ...], ninst: int) -> tuple:
+def canon(state: State, grps: tuple[tuple[int, ...], ...], ninst: int) -> State:
     """The representative of the state's orbit: see the module docstring."""
-    agents, bars, obs, copies, perms, defined, lflags, sages, wins = state[:9]
+    agents, obs, sages, wins = state.agents, state.obs, state.sages, state.wins
     mp: dict[int, int] = {}
     for g in grps:
         keys = sorted((agents[a], obs[a * ninst:(a + 1) * ninst], sages[a],
@@ -106,24 +129,26 @@ def canon(state: tuple, grps: tuple[tuple[int, ...], ...], ninst: int) -> tuple:
         new_sages[new] = sages[old]
         if wins:
             new_wins[new] = wins[old]
-    new_bars = tuple(b if b[1] not in mp else (b[0], mp[b[1]], b[2], b[3]) for b in bars)
-    new_copies = tuple(sorted(c if c[0] != "S" else (c[0], r(c[1])) + c[2:] for c in copies))
-    new_perms = tuple(_perm(p, r) for p in perms) if perms else perms
-    return (tuple(new_agents), new_bars, tuple(new_obs), new_copies, new_perms, defined,
-            lflags, tuple(new_sages), tuple(new_wins)) + state[9:]
+    bars = tuple(b if b.init_by not in mp else bar_rec(b.st, mp[b.init_by], b.fenced, b.phases)
+                 for b in state.bars)
+    copies = tuple(sorted(store_copy(r(c.cls), c.age, c.atoms, c.share)
+                          if isinstance(c, StoreCopy) else c for c in state.copies))
+    perms = tuple(_perm(p, r) for p in state.perms) if state.perms else state.perms
+    return state._replace(agents=tuple(new_agents), bars=bars, obs=tuple(new_obs),
+                          copies=copies, perms=perms, sages=tuple(new_sages),
+                          wins=tuple(new_wins))
 
 
-def _perm(p: tuple, r) -> tuple:
-    holders, unfenced = p
-    hh = frozenset((_key(k, r), v) for k, v in holders)
-    return (hh, tuple(sorted((r(c), pub) for c, pub in unfenced)))
+def _perm(p: Perm, r: Callable[[int], int]) -> Perm:
+    hh = frozenset((_key(k, r), v) for k, v in p.holders)
+    return perm(hh, tuple(sorted(unfenced(r(c), published) for c, published in p.unfenced)))
 
 
-def _key(k: tuple, r) -> tuple:
-    if k[0] == "A":
-        return ("A", r(k[1]))
-    if k[0] == "E":
-        return ("E", k[1], r(k[2]))
-    if k[0] == "G":
-        return ("G", r(k[1]), k[2])
+def _key(k: tuple, r: Callable[[int], int]) -> tuple:
+    if k[0] == CLASS:
+        return by_class(r(k[1]))
+    if k[0] == EARMARK:
+        return earmarked(k[1], r(k[2]))
+    if k[0] == GIVEN_BACK:
+        return given_back(r(k[1]), k[2])
     return k

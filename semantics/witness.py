@@ -29,13 +29,20 @@ from tilesafe.semantics.budget import Budget, BudgetExceeded
 from tilesafe.semantics.events import Model, compile_expr
 from tilesafe.semantics.explore import (
     CannotMove,
+    ExploreError,
     Finding,
     Machine,
-    _Error,
+    exit_violation,
     finding_key,
+    finished,
     replay,
     search,
 )
+from tilesafe.semantics.explore.notes import CopyDoneNote, StepNote, SyncNote
+from tilesafe.semantics.explore.operands import Err
+from tilesafe.semantics.explore.state import LoadCopy, State
+from tilesafe.semantics.explore.threads import concurrent_writer, race_text
+from tilesafe.semantics.instrs import Access, Arrive, TmaStore, Wait
 from tilesafe.semantics.interp_io import check_where
 from tilesafe.semantics.parametric import Config, Outcome, sample_sizes, sizes_for_trip
 
@@ -110,9 +117,9 @@ def in_flight_at_exit(mach: Machine, finding: Finding, budget: Budget | None = N
         st, path = stack.pop()
         if budget is not None:
             budget.charge()
-        if all(mach.instr(st, a).op == "end" for a in range(mach.n)):
-            bad = mach.exit_violation(st)
-            if st[3] and bad is not None and bad[0] == finding.code:
+        if finished(mach, st):
+            bad = exit_violation(mach, st)
+            if st.copies and bad is not None and bad[0] == finding.code:
                 return replace(finding, path=path, root=start, detail={**finding.detail,
                                                                         "state": st})
             continue
@@ -211,7 +218,7 @@ def _replays(mach: Machine, finding: Finding) -> bool:
     for mv in finding.path:
         try:
             st, _ = mach.apply(st, mv)
-        except (CannotMove, _Error, IndexError):
+        except (CannotMove, ExploreError, IndexError):
             return False
     return True
 
@@ -255,7 +262,7 @@ class _Shadow:
             rec: list = []
             try:
                 nxt, _ = self.m.apply(st, mv, rec)
-            except (_Error, CannotMove):
+            except (ExploreError, CannotMove):
                 return None
             for r in rec:
                 hit = self.event(st, r)
@@ -264,25 +271,24 @@ class _Shadow:
             st = nxt
         return None
 
-    def event(self, st: tuple, r: Mapping[str, Any]) -> tuple[str, str, dict] | None:
-        if r.get("sync"):
+    def event(self, st: State, r: Any) -> tuple[str, str, dict] | None:
+        if isinstance(r, SyncNote):
             self.wins = [[{}, {}, {}] for _ in range(self.m.n)]
             return None
-        if "copy_done" in r:
-            c = r["copy_done"]
-            if c[0] == "L":
-                for x in c[4]:
+        if isinstance(r, CopyDoneNote):
+            if isinstance(r.copy, LoadCopy):
+                for x in r.copy.atoms:
                     self._mark(x)
             return None
-        ins = r.get("ins")
-        if ins is None or r["ev"][0] != "ok":
+        if not isinstance(r, StepNote) or isinstance(r.ev, Err):
             return None
-        a = r["agents"][0]
-        if ins.op == "access":
-            return self.access(st, a, ins, r["ctrs"])
-        if ins.op == "tma_store":
-            return self.store(a, ins, r["ctrs"])
-        if ins.op == "arrive":
+        ins = r.ins
+        a = r.agents[0]
+        if isinstance(ins, Access):
+            return self.access(st, a, ins, r.ctrs)
+        if isinstance(ins, TmaStore):
+            return self.store(a, ins, r.ctrs)
+        if isinstance(ins, Arrive):
             group = ins.group if ins.per_warp and ins.group else (a,)
             for g in group:
                 if ins.per_warp:
@@ -291,7 +297,7 @@ class _Shadow:
                 elif ins.count > 0:
                     o, rel, ordd = self.wins[g]
                     self.wins[g] = [{}, fpm.merge(rel, o), ordd]
-        elif ins.op == "wait":
+        elif isinstance(ins, Wait):
             o, rel, ordd = self.wins[a]
             self.wins[a] = [o, {}, fpm.merge(ordd, rel)]
         return None
@@ -325,14 +331,14 @@ class _Shadow:
                 "tensor", {"element": label, "stored to": target, "line": s.span.line})
 
     def _mark(self, atom: int) -> None:
-        buf = self.m.atom_buf[atom]
-        mask = self.m.atom_mask[atom]
+        buf = self.m.atoms.buf[atom]
+        mask = self.m.atoms.mask[atom]
         w = self.written[buf]
         bits = np.unpackbits(np.frombuffer(mask.to_bytes((w.size + 7) // 8, "little"),
                                            dtype=np.uint8), bitorder="little")[:w.size]
         w |= bits.astype(bool)
 
-    def access(self, st: tuple, a: int, ins: Any, ctrs: tuple[int, ...]
+    def access(self, st: State, a: int, ins: Any, ctrs: tuple[int, ...]
                ) -> tuple[str, str, dict] | None:
         m = self.m
         cls = m.agents[a].cls
@@ -344,8 +350,9 @@ class _Shadow:
                 fresh = np.flatnonzero(p.exposed & ~self.written[buf])
                 if fresh.size and hit is None:
                     e = int(fresh[0])
-                    x = m.atom_at(buf, e)
-                    code = "TS304" if m.concurrent_writer(st[0], st[3], a, x) else "TS306"
+                    x = m.atoms.at(buf, e)
+                    code = ("TS304" if concurrent_writer(m, st.agents, st.copies, a, x)
+                            else "TS306")
                     who, span = fpm.threads_at(ins.access, env, cls.threads, m.k, buf, e,
                                                False)
                     label = fpm.element_label(m.k.buffer(buf), e)
@@ -363,7 +370,7 @@ class _Shadow:
                     write = c.kind != fpm.RAW
                     who, span = fpm.threads_at(ins.access, env, cls.threads, m.k, c.buffer,
                                                c.element, write)
-                    hit = (c.code, m.race_text(a, c, "race"),
+                    hit = (c.code, race_text(m, a, c, "race"),
                            {"threads": who, "earlier thread": c.earlier, "element": label,
                             "kind": c.kind, "line": span.line if span else None})
                 self.wins[a][0] = fpm.merge(o, t)
