@@ -193,6 +193,8 @@ class HolderKeys:
 
 
 class State(NamedTuple):
+    """One state of one block (the fields: see the module docstring)."""
+
     agents: tuple[Pos, ...]
     bars: tuple[BarRec, ...]
     obs: tuple[int, ...]
