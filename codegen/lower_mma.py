@@ -70,9 +70,15 @@ class MmaLowering:
     # -- unrolling ----------------------------------------------------------------------------
 
     def needs_unroll(self, s: ir.For) -> bool:
-        """Does a fragment register index in the body depend on the loop variable?"""
+        """Does a fragment register index in the body depend on the loop variable -- directly,
+        or through the bounds of an inner loop that must unroll (`for h in 0 .. 2 { for r in
+        h * 64 .. h * 64 + 64 { ... acc[r] } }`: r's copies exist only once h is a constant)?"""
         lets = {x.uid: x.value for x in walk.statements(s.body) if isinstance(x, ir.Let)}
         for x in walk.statements(s.body):
+            if isinstance(x, ir.For) and (_mentions(x.lo, s.var.uid, lets)
+                                          or _mentions(x.hi, s.var.uid, lets)) \
+                    and self.needs_unroll(x):
+                return True
             regs = [x.reg] if isinstance(x, ir.FragStore) else []
             for e in walk.own_exprs(x):
                 regs += [y.reg for y in walk.subexprs(e) if isinstance(y, ir.FragLoad)]

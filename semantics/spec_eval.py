@@ -100,7 +100,18 @@ class SpecOutOfBounds(Exception):
 def expected(kernel: ir.Kernel, spec: ir.Ensures, sizes: Mapping[str, int],
              arrays: Arrays, shapes: Mapping[str, tuple[int, ...]]) -> np.ndarray:
     """The output array the spec asks for (numpy dtype of smem.NUMPY_DTYPE), every element
-    rounded into the output's dtype exactly as a store would."""
+    rounded into the output's dtype exactly as a store would. All elements at once
+    (semantics/spec_vec.py) unless int64 may not hold the spec's integers there."""
+    from tilesafe.semantics import spec_vec
+
+    fast = spec_vec.expected(kernel, spec, sizes, arrays, shapes)
+    return fast if fast is not None else expected_scalar(kernel, spec, sizes, arrays, shapes)
+
+
+def expected_scalar(kernel: ir.Kernel, spec: ir.Ensures, sizes: Mapping[str, int],
+                    arrays: Arrays, shapes: Mapping[str, tuple[int, ...]]) -> np.ndarray:
+    """`expected` one element at a time through evaluate.py (Python integers: exact at
+    any magnitude); the definition spec_vec is tested against."""
     out = kernel.tensor(spec.tensor)
     shape = shapes[out.name]
     n = int(np.prod(shape, dtype=np.int64))

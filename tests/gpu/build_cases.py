@@ -64,6 +64,9 @@ def header_sizes(path: Path) -> list[dict[str, int]]:
         return []
     out = []
     for alt in m.group(1).split("|"):
+        if alt.strip() == "none":  # a kernel without sizes: one launch
+            out.append({})
+            continue
         items = [p.split("=") for p in alt.strip().split(",") if p.strip()]
         out.append({k.strip(): int(v) for k, v in items})
     return out
@@ -147,6 +150,29 @@ def codegen_cases(seeds: int) -> Iterator[Case]:
             yield _interp_case(f"codegen-{path.stem}-{_tag(sizes)}-s{seed}", kernel,
                                compiled, sizes, inputs, seed, "interp",
                                {"kernel": path.stem, "sizes": sizes, "seed": seed})
+
+
+def wgmma_cases(seeds: int) -> Iterator[Case]:
+    """Tensor-core kernels (corpus/wgmma) at the sizes of their header. The scalar
+    interpreter does not run them yet, so what to expect is the specification on inputs
+    that make it exact: small integers (every product and partial sum of the f32
+    accumulator is an integer below 2^24, so any summation order gives the same bits) and
+    full-range u8. A wrong descriptor, swizzle, fragment map or k-step permutes or drops
+    products and shows as a different integer."""
+    for path in sorted((ROOT / "corpus" / "wgmma").glob("*.tsk")):
+        kernel = load_program(path).kernels[0]
+        compiled = compile_kernel(kernel, str(path), unverified_banner(
+            ["TS538 the temporal model does not cover wgmma yet"]))
+        for sizes, seed in itertools.product(header_sizes(path), range(seeds)):
+            inputs = value_inputs(kernel, sizes, 500 + seed, True)
+            shapes = tensor_shapes(kernel, sizes)
+            want = {e.tensor: spec_eval.expected(kernel, e, sizes, inputs, shapes)
+                    for e in kernel.ensures}
+            want = {t: a.astype(inputs[t].dtype) for t, a in want.items()}
+            yield Case(f"wgmma-{path.stem}-{_tag(sizes)}-s{seed}", bind(kernel, compiled, sizes),
+                       inputs, "interp", want,
+                       {"kernel": path.stem, "sizes": sizes, "seed": seed,
+                        "expected": "specification, exact inputs"})
 
 
 def small_sizes(kernel: ir.Kernel) -> dict[str, int] | None:
@@ -268,7 +294,8 @@ def main(argv: list[str]) -> int:
     out = Path(a.out)
     kinds = a.only.split(",")
     makers = {"good": lambda: good_cases(a.seeds, only), "codegen": lambda: codegen_cases(a.seeds),
-              "bad": bad_cases, "big": big_cases, "fuzz": lambda: fuzz_cases(a.fuzz)}
+              "bad": bad_cases, "big": big_cases, "fuzz": lambda: fuzz_cases(a.fuzz),
+              "wgmma": lambda: wgmma_cases(a.seeds)}
     n = 0
     for kind in kinds:
         for case in makers[kind]():

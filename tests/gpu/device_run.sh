@@ -4,7 +4,8 @@
 # built on the host (tests/gpu/build_cases.py -> .gpucases, bench/bench_gpu.py build ->
 # .benchcases) and tilesafe travels as a wheel (.whl); `python3 -P` keeps the checkout's own
 # tilesafe/ folder from shadowing the installed package. Usage: tests/gpu/device_run.sh STEPS
-# with STEPS a comma list of: info,pytest,cli,good,codegen,fuzz,big,bad,sanitize,bench.
+# with STEPS a comma list of: info,pytest,cli,good,codegen,fuzz,big,wgmma,bad,sanitize,bench,gemm
+# (gemm: bench/bench_gemm.py run .benchgemm).
 # `pytest` and `cli` need the full install: carry .whl with the wheels of lark, islpy,
 # z3-solver and pysmt beside tilesafe's (the other steps need numpy and cuda-python only).
 set -u
@@ -36,7 +37,7 @@ if has cli; then
   python3 -P -m tilesafe.cli run corpus/bad/ts410_producer_waits_full.tsk --size M=64,N=128 \
     --device gpu --unverified --timeout 10 2>&1 | tee -a "$out/cli.txt" | head -1
 fi
-for kind in good codegen fuzz big; do
+for kind in good codegen fuzz big wgmma; do
   if has $kind; then
     echo "== $kind"
     python3 -P -m tilesafe.gpu.cases run .gpucases --only "$kind-" --json "$out/$kind.json" \
@@ -59,4 +60,8 @@ fi
 if has bench; then
   echo "== bench"
   python3 bench/bench_gpu.py run .benchcases 2>&1 | tee "$out/bench.txt"
+fi
+if has gemm; then
+  echo "== gemm"
+  python3 bench/bench_gemm.py run .benchgemm 2>&1 | tee "$out/gemm.txt"
 fi
