@@ -141,6 +141,8 @@ CODES: dict[str, str] = {
     "TS727": "loops: iteration n of the PTX loop runs exactly when `lo + step*n < hi` (IR) ...",
     "TS728": "the shared-memory base: every tsmem-only sub-computation of a shared address ...",
     "TS729": "other synchronisation: `bar.sync 0`, the `bar.warp.sync` lane mask (the role's ...",
+    "TS730": "tensor cores: a wgmma's matrix descriptors equal the ones semantics/wgmma_desc ...",
+    "TS731": "fragments: every wgmma of a fragment accumulates into the same registers in one ...",
     "TS801": "value: the element arrived from the wrong input element",
     "TS802": "value: the arithmetic differs from the ensures clause",
     "TS803": "value: a reduction's contributions differ (one dropped, doubled or negated)",

@@ -15,7 +15,7 @@ from typing import Any
 
 from tilesafe.checkers.obligation import Obligation
 from tilesafe.frontend import diagnostics as dg
-from tilesafe.frontend import ir, walk
+from tilesafe.frontend import ir
 from tilesafe.frontend.diagnostics import Diagnostic, DiagnosticError
 from tilesafe.frontend.load import load_program
 
@@ -244,11 +244,6 @@ def compile_kernel(program: ir.Program, kernel: str | None = None, *,
     from tilesafe.codegen.compile import unverified_banner
 
     k = select_kernel(program, kernel)
-    unsupported = walk.first_tensor_core(k)
-    if unsupported is not None:
-        raise DiagnosticError([Diagnostic(
-            "TS705", "the code generator does not emit tensor-core statements yet "
-            "(docs/wgmma.md, Status)", unsupported.span)])
     obligations = tuple(verify_kernel(k, options))
     failing = tuple(o for o in obligations if o.failed)
     if failing and not unverified:

@@ -23,6 +23,7 @@ from tilesafe.codegen.validate.reporting import (
     MBARRIER,
     STRUCTURE,
     SYNC,
+    TENSOR,
     TMA,
 )
 from tilesafe.codegen.validate.solve import PROVED, REFUTED, UNKNOWN, Outcome
@@ -32,12 +33,13 @@ from tilesafe.codegen.validate.terms import Term
 OPERAND_CODE = {"ld": ADDRESS, "st": ADDRESS, "mbar.init": MBARRIER, "mbar.arrive": MBARRIER,
                 "mbar.expect_tx": MBARRIER, "mbar.wait": MBARRIER, "tma.load": TMA,
                 "tma.store": TMA, "converge": SYNC, "bar.sync": SYNC, "bar.arrive": SYNC,
-                "wait_group": SYNC}
+                "wait_group": SYNC, "wgmma": TENSOR, "setmaxnreg": TENSOR}
 ONCE_KINDS = {"st", "mbar.init", "mbar.arrive", "mbar.expect_tx", "bar.sync", "bar.arrive",
               "converge",
-              "tma.load", "tma.store", "commit", "wait_group"}
+              "tma.load", "tma.store", "commit", "wait_group", "wgmma", "wgmma.fence",
+              "wgmma.commit", "wgmma.wait", "setmaxnreg", "frag.write"}
 _MEMORY_OPS = {"ld", "st", "atom", "red", "mbarrier", "cp", "bar", "barrier", "fence", "membar",
-               "elect", "prefetch", "tensormap"}
+               "elect", "prefetch", "tensormap", "wgmma", "setmaxnreg"}
 
 
 def gate(out: Outcome, exact: bool, keep: str | None = None) -> Outcome:
@@ -76,7 +78,7 @@ class InstanceChecks:
         e = m.spec
         span = e.span
         label = f"{e.what}{' ' + str(e.ops['tensor']) if 'tensor' in e.ops else ''} at " \
-                f"{span.line}:{span.col}"
+                f"{span.line}:{span.col}{self.spec.copy_label(e.copies)}"
         hyps0 = self.spec.assumptions
         ptx = [ev for ev in m.ptx if ev.instr.index not in self.bad_nesting]
         t0 = time.monotonic()
@@ -104,6 +106,11 @@ class InstanceChecks:
         if code is not None:
             for ev in ptx:
                 t1 = time.monotonic()
+                why = self.claims.undecidable(e)
+                if why:
+                    self.rep.ob(f"{label}: operands of PTX line {ev.instr.line}",
+                                Verdict.UNKNOWN, code, why, span)
+                    continue
                 hyps = hyps0 + [self.p(ev.pc), e.cond, e.inbounds]
                 claim, shown = self.claims.operands(e, ev, hyps)
                 exact = all(self.loop_exact.get(lid, False) for lid in self.cx.counted(ev))
@@ -172,5 +179,7 @@ class InstanceChecks:
     @staticmethod
     def _bad_text(e: SpecEvent) -> str:
         return {"ld": "the load's address differs from the IR's",
-                "st": "the store's address differs from the IR's"}.get(
+                "st": "the store's address differs from the IR's",
+                "wgmma": "a wgmma operand (matrix descriptor, scale-d or immediate) differs "
+                         "from the IR's"}.get(
             e.kind, "an operand differs from the IR's")

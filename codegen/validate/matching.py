@@ -20,6 +20,12 @@ from tilesafe.checkers.obligation import Verdict
 from tilesafe.codegen.validate import encode
 from tilesafe.codegen.validate import terms as T
 from tilesafe.codegen.validate.context import Context
+from tilesafe.codegen.validate.fragment_checks import (
+    copies_of,
+    fragment_registers,
+    match_writes,
+    mma_shape,
+)
 from tilesafe.codegen.validate.reporting import STRUCTURE, SYNC
 from tilesafe.codegen.validate.spec import SpecEvent
 from tilesafe.codegen.validate.symexec import Event
@@ -32,7 +38,9 @@ KIND = {"ld": "ld", "st": "st", "mbar.init": "mbar.init", "mbar.arrive": "mbar.a
         "fence.mbarrier_init": "fence.mbarrier_init", "fence.proxy_async": "fence.proxy_async",
         "bar.sync": "bar.sync", "bar.arrive": "bar.arrive", "bar.warp.sync": "converge",
         "tma.load": "tma.load",
-        "tma.store": "tma.store", "commit": "commit", "wait_group": "wait_group"}
+        "tma.store": "tma.store", "commit": "commit", "wait_group": "wait_group",
+        "wgmma": "wgmma", "wgmma.fence": "wgmma.fence", "wgmma.commit": "wgmma.commit",
+        "wgmma.wait": "wgmma.wait", "setmaxnreg": "setmaxnreg", "frag.write": "frag.write"}
 _LD_TYPES = {ir.DType.F16: {"b16", "f16"}, ir.DType.BF16: {"b16"}, ir.DType.F32: {"f32", "b32"},
              ir.DType.I32: {"s32", "b32", "u32"}, ir.DType.U8: {"u8", "s8", "b8"}}
 
@@ -53,6 +61,7 @@ class Matching:
     loop_map: dict[int, ir.For]  # PTX loop id -> IR for
     for_to_loop: dict[int, int]  # IR for's variable uid -> PTX loop id
     bad_nesting: set[int]  # PTX event indices whose loops do not match
+    fragments: dict[str, tuple[str, ...]]  # IR fragment -> its PTX registers, in order
 
 
 class Matcher:
@@ -68,31 +77,51 @@ class Matcher:
         self.bad_nesting: set[int] = set()
 
     def run(self) -> Matching:
-        matches = self.match()
+        matches, writes = self.match()
+        fragments = fragment_registers(self.cx, matches)
+        match_writes(self.cx, matches, fragments, writes)
         loop_map, for_to_loop = self.match_loops(matches)
         self.bound_counters(for_to_loop)
-        return Matching(matches, loop_map, for_to_loop, self.bad_nesting)
+        return Matching(matches, loop_map, for_to_loop, self.bad_nesting, fragments)
 
-    def match(self) -> list[Match]:
-        index: dict[tuple[int, int, str], Match] = {}
+    def match(self) -> tuple[list[Match], list[Event]]:
+        """The annotated instructions paired with statements (an instruction in an
+        unrolled loop with the statement's copy its `// unrolled` line names); the
+        fragment register writes, which carry no annotation, apart."""
+        index: dict[tuple[int, int, str, tuple[tuple[int, int], ...]], Match] = {}
+        uids: dict[tuple[int, int, str], tuple[int, ...]] = {}
         matches = []
+        writes = []
         for e in self.spec.events:
             m = Match(e)
             matches.append(m)
-            index[(e.span.line, e.span.col, e.kind)] = m
+            index[(e.span.line, e.span.col, e.kind, e.copies)] = m
+            uids[(e.span.line, e.span.col, e.kind)] = tuple(u for u, _ in e.copies)
         for ev in self.res.events:
             ins = ev.instr
             a = ins.annotation
             name = f"PTX line {ins.line}: {ins.text}"
+            if ev.kind == "frag.write":
+                writes.append(ev)
+                continue
             if a is None:
                 self.rep.ob(name, Verdict.REFUTED, STRUCTURE, "a memory or synchronisation "
                             "instruction without a source annotation: no IR statement asks "
                             "for it", self.k.span, self.rep.witness(ev),
                             method="structural + z3")
                 continue
-            m = index.get((a.line, a.col, KIND[ev.kind]))
+            where = (a.line, a.col, KIND[ev.kind])
+            copies = copies_of(ins.copies, uids.get(where, ()))
+            m = index.get(where + (copies,)) if copies is not None else None
             problem = None
-            if m is None:
+            if copies is None:
+                problem = (f"claims {a.line}:{a.col} '{a.what}', a statement of an unrolled "
+                           "loop, but no `// unrolled` line above it says which copy")
+            elif m is None and copies:
+                problem = (f"claims {a.line}:{a.col} '{a.what}' in the copy"
+                           f"{self.spec.copy_label(copies)} of its unrolled loop(s), which "
+                           "the IR does not have")
+            elif m is None:
                 problem = (f"claims {a.line}:{a.col} '{a.what}', but no IR statement of kind "
                            f"{KIND[ev.kind]} starts there")
             elif a.what != m.spec.what:
@@ -108,13 +137,19 @@ class Matcher:
                 problem = (f"wait_group {ev.ops['pending']}{' read' if ev.ops['read'] else ''}"
                            f", the IR says {m.spec.ops['pending']}"
                            f"{' read' if m.spec.ops['read'] else ''}")
+            elif ev.kind == "wgmma.wait" and ev.ops["pending"] != m.spec.ops["pending"]:
+                problem = (f"wgmma.wait_group {ev.ops['pending']}, the IR says "
+                           f"{m.spec.ops['pending']}")
+            elif ev.kind == "wgmma":
+                problem = mma_shape(ev, m.spec)
             if problem is not None or m is None:
-                code = SYNC if ev.kind == "wait_group" and m is not None else STRUCTURE
+                code = SYNC if ev.kind in ("wait_group", "wgmma.wait") and m is not None \
+                    else STRUCTURE
                 self.rep.ob(name, Verdict.REFUTED, code, problem, self.rep.span(ins),
                             self.rep.witness(ev), method="structural + z3")
                 continue
             m.ptx.append(ev)
-        return matches
+        return matches, writes
 
     def _check_access_kind(self, ev: Event, e: SpecEvent) -> str | None:
         space = e.ops["space"]
@@ -170,7 +205,9 @@ class Matcher:
             if a is None or not a.what.startswith("for "):
                 continue
             f = next((lp.node for lp in self.spec.loops.values()
-                      if (lp.node.span.line, lp.node.span.col) == (a.line, a.col)), None)
+                      if (lp.node.span.line, lp.node.span.col) == (a.line, a.col)
+                      and copies_of(ins.copies, tuple(u for u, _ in lp.copies))
+                      == lp.copies), None)
             dest = ins.operands[0] if ins.operands else None
             if f is None or f.var.uid in rev or not hasattr(dest, "name"):
                 continue

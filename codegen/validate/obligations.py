@@ -37,6 +37,7 @@ from tilesafe.checkers.obligation import Obligation, Verdict
 from tilesafe.codegen.validate import cfg as cfgmod
 from tilesafe.codegen.validate import terms as T
 from tilesafe.codegen.validate.context import Context, Renaming
+from tilesafe.codegen.validate.fragment_checks import FragmentValues
 from tilesafe.codegen.validate.instance_checks import InstanceChecks
 from tilesafe.codegen.validate.interface import check_interface
 from tilesafe.codegen.validate.layout_terms import LayoutUnsupported
@@ -49,6 +50,7 @@ from tilesafe.codegen.validate.reporting import (  # noqa: F401 - re-exported
     CHECKER,
     CODES,
     EXECUTION,
+    FRAGMENT,
     LOOP,
     MBARRIER,
     METHOD,
@@ -57,6 +59,7 @@ from tilesafe.codegen.validate.reporting import (  # noqa: F401 - re-exported
     SMEM,
     STRUCTURE,
     SYNC,
+    TENSOR,
     TMA,
     Reporter,
     obligation,
@@ -128,6 +131,7 @@ class _Validator:
         rename.bind(matching.loop_map, res, ((m.spec, m.ptx) for m in matching.matches))
         loop_exact = LoopChecks(cx, matching.for_to_loop).run()
         exec_ok = InstanceChecks(cx, matching.bad_nesting, loop_exact).run(matching.matches)
+        FragmentValues(cx, matching.fragments, loop_exact).run(matching.matches)
         order = OrderChecks(cx, matching.matches, exec_ok)
         order.noncoherent()
         order.order()

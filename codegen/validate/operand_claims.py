@@ -84,6 +84,14 @@ class OperandClaims:
                 same("mbarrier", ev.ops["bar"], e.ops["bar"])  # type: ignore[arg-type]
         elif k == "converge":
             same("lane mask", ev.ops["mask"], e.ops["mask"])  # type: ignore[arg-type]
+        elif k == "wgmma":
+            self._mma(e, ev, same, parts, shown)
+        elif k == "setmaxnreg":
+            for label in ("inc", "count"):
+                got, want = int(ev.ops[label]), int(e.ops[label])  # type: ignore[call-overload]
+                parts.append(T.boolean(got == want))
+                shown[f"PTX {label}"] = T.const_int(got)
+                shown[f"IR {label}"] = T.const_int(want)
         elif k in ("bar.sync", "bar.arrive"):
             # `sync` is bar.sync 0 over the block; a named barrier names its id and count.
             want_id = e.ops.get("id", 0)
@@ -97,6 +105,44 @@ class OperandClaims:
                     same("thread count", ev.ops["count"],  # type: ignore[arg-type]
                          T.const_int(self.k.block if want is None else want))
         return T.and_(*parts), shown
+
+    @staticmethod
+    def undecidable(e: SpecEvent) -> str | None:
+        """Why the claim cannot be stated (a wgmma operand without a descriptor)."""
+        if e.kind != "wgmma":
+            return None
+        for which in ("a", "b"):
+            if e.ops[f"desc_{which}"] is None:
+                return (f"no matrix descriptor reads operand {which.upper()} as the layout "
+                        f"places it (TS530): {e.ops[f'why_{which}'] or 'not decided'}")
+        return None
+
+    def _mma(self, e: SpecEvent, ev: Event, same, parts: list[Term],
+             shown: dict[str, Term]) -> None:
+        """Descriptors (the value semantics/wgmma_desc encodes for the IR's tile), the
+        scale-d predicate, and the immediates: scale-a/b 1 and the transpose flags of the
+        descriptors' majors (16-bit inputs; tf32 has no transpose flags, u8 no
+        immediates)."""
+        for which in ("a", "b"):
+            same(f"descriptor {which.upper()}", ev.ops[f"desc_{which}"], e.ops[f"desc_{which}"])
+        scale = self.p(ev.ops["scale"])  # type: ignore[arg-type]
+        parts.append(T.eq(scale, e.ops["scale"]))  # type: ignore[arg-type]
+        shown["PTX scale-d"] = T.ite(scale, T.const_int(1), T.const_int(0))
+        shown["IR scale-d"] = T.ite(e.ops["scale"], T.const_int(1), T.const_int(0))  # type: ignore
+        names = ("imm-scale-a", "imm-scale-b", "imm-trans-a", "imm-trans-b")
+        want = {"bf16": (1, 1, e.ops["trans_a"], e.ops["trans_b"]), "f16": (
+            1, 1, e.ops["trans_a"], e.ops["trans_b"]), "tf32": (1, 1)}.get(str(e.ops["atype"]), ())
+        got = tuple(ev.ops["imm"])  # type: ignore[arg-type]
+        if len(got) != len(want):
+            parts.append(T.FALSE)
+            shown["PTX immediates"] = T.const_int(len(got))
+            shown["IR immediates"] = T.const_int(len(want))
+            return
+        for label, g, w in zip(names, got, want, strict=False):
+            if g != w:
+                parts.append(T.FALSE)
+                shown[f"PTX {label}"] = T.const_int(g)
+                shown[f"IR {label}"] = T.const_int(int(w))  # type: ignore[arg-type]
 
     def _global_address(self, e: SpecEvent, ev: Event, hyps: list[Term], parts: list[Term],
                         shown: dict[str, Term]) -> None:

@@ -105,6 +105,10 @@ class Instr:
     operands: tuple[Operand, ...]
     annotation: Annotation | None
     text: str
+    # the unrolled-loop copies in effect: (loop variable uid, its value) from the latest
+    # `// unrolled NAME (uid U) = V (copy I)` line above, one per uid (a claim, like the
+    # annotation: it says which copy of a statement to compare with, never what is true)
+    copies: tuple[tuple[int, int], ...] = ()
 
     @property
     def parts(self) -> tuple[str, ...]:
@@ -164,6 +168,8 @@ _TOKEN = re.compile(r"""
 """, re.VERBOSE | re.DOTALL)
 
 _ANNOTATION = re.compile(r"^//\s*(\d+):(\d+)\s*(.*?)\s*$")
+_UNROLLED = re.compile(r"^//\s*unrolled\s+\S+\s+\(uid\s+(\d+)\)\s*=\s*(-?\d+)\s+"
+                       r"\(copy\s+\d+\)\s*$")
 
 
 @dataclass(frozen=True)
@@ -212,6 +218,9 @@ class _Parser:
         self.mod = Module()
         self.nins = 0
         self.lines = text.split("\n")
+        self.markers = [(line, _UNROLLED.match(c)) for line, c in sorted(self.comments.items())
+                        if _UNROLLED.match(c)]
+        self.copies: dict[int, int] = {}  # loop uid -> the value of its copy in effect
 
     def peek(self, k: int = 0) -> _Tok | None:
         j = self.i + k
@@ -373,8 +382,12 @@ class _Parser:
             if m is not None:
                 ann = Annotation(int(m.group(1)), int(m.group(2)), m.group(3))
         text = self.lines[op.line - 1].strip() if op.line - 1 < len(self.lines) else op.text
+        while self.markers and self.markers[0][0] < op.line:
+            m = self.markers.pop(0)[1]
+            self.copies[int(m.group(1))] = int(m.group(2))  # type: ignore[union-attr]
         self.mod.body.append(Instr(self.nins, op.line, guard, negated, op.text.lstrip("."),
-                                   tuple(operands), ann, text))
+                                   tuple(operands), ann, text,
+                                   tuple(sorted(self.copies.items()))))
         self.nins += 1
 
     def operand(self) -> Operand:

@@ -27,6 +27,7 @@ METHOD = "z3 symbolic execution"
 
 STRUCTURE, ADDRESS, EXECUTION, NONCOHERENT = "TS720", "TS721", "TS722", "TS723"
 MBARRIER, TMA, ORDER, LOOP, SMEM, SYNC = "TS724", "TS725", "TS726", "TS727", "TS728", "TS729"
+TENSOR, FRAGMENT = "TS730", "TS731"
 CODES = {
     STRUCTURE: "PTX structure: interface, annotations, missing or unknown instructions",
     ADDRESS: "address of a global or shared load/store differs from the IR's",
@@ -38,6 +39,9 @@ CODES = {
     LOOP: "loop start, step, exit test or wrap-around differs from the IR's for",
     SMEM: "shared-memory base or extent differs from the layout contract",
     SYNC: "other synchronisation operand (bar.sync, warp mask, wait_group, spin loop)",
+    TENSOR: "wgmma operand (matrix descriptor, scale-d, immediates) or setmaxnreg differs",
+    FRAGMENT: "fragment registers: an accumulator list, or an acc[r] read or written "
+              "through another register than the IR's",
 }
 
 

@@ -29,9 +29,10 @@ from dataclasses import replace
 
 import islpy as isl
 
-from tilesafe.codegen.validate import layout_terms
+from tilesafe.codegen.validate import layout_terms, spec_mma
 from tilesafe.codegen.validate import terms as T
 from tilesafe.codegen.validate.spec_events import (  # noqa: F401 - re-exported
+    FragRead,
     SpecEvent,
     SpecLoop,
     WalkCtx,
@@ -53,6 +54,7 @@ from tilesafe.frontend import ir
 from tilesafe.frontend.fold import fold
 from tilesafe.frontend.limits import MBARRIER_BYTES
 from tilesafe.semantics import affine
+from tilesafe.semantics.mma_rules import DescriptorVerdict
 from tilesafe.semantics.smem import SMEM_BASE, plan_shared
 
 MAX_ELEMENTS = 2**40  # the launch contract (codegen/ranges.py, gpu/launcher.py)
@@ -72,6 +74,10 @@ class Spec:
         self.events: list[SpecEvent] = []
         self.loops: dict[int, SpecLoop] = {}
         self.order = 0
+        self.frag_reads: dict[str, FragRead] = {}  # leaf name -> the fragment read
+        self.unrolled: dict[int, str] = {}  # uid of an unrolled loop's variable -> its name
+        self.fresh_uid = 0  # below every source uid: loops of unrolled copies (spec_mma.py)
+        self._descriptors: dict[tuple[int, str], DescriptorVerdict] | None = None
         self.size_ranges = self._size_ranges()
         for name in kernel.sizes:
             lo, hi = self.size_ranges[name]
@@ -228,7 +234,7 @@ class Spec:
         idx = [self.int_expr(i, ctx, conds) for i in e.indices]
         dtype = self._dtype(e.tensor, e.space)
         w = dtype.nbytes * 8
-        data = T.leaf(f"d:{e.span.line}:{e.span.col}", w,
+        data = T.leaf(f"d:{e.span.line}:{e.span.col}{ctx.tag}", w,
                       LeafInfo("nondet", note=f"value of {e.tensor}[...] at "
                                               f"{e.span.line}:{e.span.col}"))
         addr, inb = self.address(e.tensor, e.space, idx)
@@ -236,10 +242,24 @@ class Spec:
             "ld", e, e.span, T.and_(ctx.cond, *conds), ctx.fors, (self.order, 0),
             f"load {dtype.value}", {"addr": addr, "space": e.space.value, "tensor": e.tensor,
                                     "dtype": dtype, "nc": e.tensor not in self.written},
-            inb, ctx.role, data))
+            inb, ctx.role, data, ctx.copies))
         if dtype.is_float:
             return T.uf(WIDEN[dtype], 32, data) if dtype in WIDEN else data
         return T.sint(data) if dtype is ir.DType.I32 else T.uint(data)
+
+    def frag_read(self, e: ir.FragLoad, ctx: WalkCtx, conds: list[Term]) -> Term:
+        return spec_mma.frag_read(self, e, ctx, conds)
+
+    def copy_label(self, copies: tuple[tuple[int, int], ...]) -> str:
+        """' (r = 3)': which copy of its unrolled loops an event is (empty outside)."""
+        inner = ", ".join(f"{self.unrolled.get(u, f'uid {u}')} = {v}" for u, v in copies)
+        return f" ({inner})" if inner else ""
+
+    def descriptor(self, s: ir.Wgmma, which: str) -> DescriptorVerdict:
+        if self._descriptors is None:
+            self._descriptors = spec_mma.descriptors(self.k)
+        return self._descriptors.get((id(s), which), DescriptorVerdict(
+            None, (), (), undecided="the access relations have no such operand"))
 
     def _dtype(self, name: str, space: ir.Space) -> ir.DType:
         if space is ir.Space.GLOBAL:

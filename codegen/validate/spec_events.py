@@ -30,6 +30,8 @@ class SpecEvent:
     inbounds: Term = T.TRUE
     role: ir.Role | None = None
     data: Term | None = None
+    # the copies of unrolled loops this instance belongs to: (loop variable uid, value)
+    copies: tuple[tuple[int, int], ...] = ()
 
     @property
     def key(self) -> tuple[int, int]:
@@ -45,17 +47,36 @@ class SpecLoop:
     step: int
     cond: Term  # the `for` statement executes
     fors: tuple[ir.For, ...]  # enclosing loops
+    copies: tuple[tuple[int, int], ...] = ()  # the unrolled copy it belongs to
 
 
 @dataclass(frozen=True)
 class WalkCtx:
     """Where the walk is: the execution condition, the enclosing `for`s, the values of
-    `let`s, loop variables and `var`s, and the enclosing role."""
+    `let`s, loop variables and `var`s, the enclosing role, and the copies of the unrolled
+    loops around it (their variables are constants in `env`)."""
 
     cond: Term
     fors: tuple[ir.For, ...]
     env: dict[int, Term]
     role: ir.Role | None
+    copies: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def tag(self) -> str:
+        """What tells the leaves of one unrolled copy from another's (empty outside)."""
+        return "".join(f"@{uid}={v}" for uid, v in self.copies)
+
+
+@dataclass(frozen=True)
+class FragRead:
+    """`acc[r]` as the specification reads it: register `reg` of `fragment` as it is when
+    statement number `order` of the walk evaluates it (a leaf; fragment_checks.py names
+    the PTX register that holds it there)."""
+
+    fragment: str
+    reg: int
+    order: int
 
 
 def thread() -> Term:

@@ -71,6 +71,8 @@ class SmtTerms(Algebra[Term]):
             raise SpecUnsupported(f"unbound {e.name}")
         if isinstance(e, ir.Load):
             return self.spec.load(e, ctx, self.conds)
+        if isinstance(e, ir.FragLoad):
+            return self.spec.frag_read(e, ctx, self.conds)
         raise SpecUnsupported(f"expression {type(e).__name__}")
 
     def to_float(self, x: Term, e: ir.Expr) -> Term:

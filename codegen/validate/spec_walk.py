@@ -21,12 +21,15 @@ from tilesafe.codegen.validate.spec_events import (
     counter,
     thread,
 )
+from tilesafe.codegen.validate.spec_mma import TensorCoreWalk, unrolled
 from tilesafe.codegen.validate.terms import LeafInfo, Term
 from tilesafe.frontend import ir
 
 if TYPE_CHECKING:
     from tilesafe.codegen.validate.spec import Spec
-class StatementWalk:
+
+
+class StatementWalk(TensorCoreWalk):
     """`s_<Stmt>` per statement type: emits its events, returns the context after it."""
 
     def __init__(self, spec: Spec) -> None:
@@ -54,7 +57,8 @@ class StatementWalk:
              inb: Term = T.TRUE, sub: int = 1, cond: Term | None = None, **ops: object
              ) -> SpecEvent:
         ev = SpecEvent(kind, s, s.span, T.and_(ctx.cond if cond is None else cond, *conds),
-                       ctx.fors, (self.spec.order, sub), what, dict(ops), inb, ctx.role)
+                       ctx.fors, (self.spec.order, sub), what, dict(ops), inb, ctx.role,
+                       copies=ctx.copies)
         self.events.append(ev)
         return ev
 
@@ -71,12 +75,13 @@ class StatementWalk:
         conds: list[Term] = []
         self.expr(s.value, ctx, conds)
         info = LeafInfo("nondet", note=f"var {s.name} after {s.span.line}:{s.span.col}")
+        name = f"var:{s.uid}:{s.span.line}:{s.span.col}{ctx.tag}"
         if dtype.is_float:
-            v = T.leaf(f"var:{s.uid}:{s.span.line}:{s.span.col}", 32, info)
+            v = T.leaf(name, 32, info)
         elif dtype is ir.DType.U8:
-            v = T.uint(T.leaf(f"var:{s.uid}:{s.span.line}:{s.span.col}", 8, info))
+            v = T.uint(T.leaf(name, 8, info))
         else:
-            v = T.sint(T.leaf(f"var:{s.uid}:{s.span.line}:{s.span.col}", 32, info))
+            v = T.sint(T.leaf(name, 32, info))
         return replace(self._after(ctx, conds), env={**ctx.env, s.uid: v})
 
     def s_VarDecl(self, s: ir.VarDecl, ctx: WalkCtx) -> WalkCtx:
@@ -88,26 +93,29 @@ class StatementWalk:
 
     def s_Store(self, s: ir.Store, ctx: WalkCtx) -> WalkCtx:
         conds: list[Term] = []
-        self.expr(s.value, ctx, conds)
+        value = self.expr(s.value, ctx, conds)
         idx = [self.int_expr(i, ctx, conds) for i in s.indices]
         dtype = self._dtype(s.tensor, s.space)
         addr, inb = self.address(s.tensor, s.space, idx)
         self.emit("st", s, ctx, conds, f"store {dtype.value}", inb, addr=addr,
-                  space=s.space.value, tensor=s.tensor, dtype=dtype)
+                  space=s.space.value, tensor=s.tensor, dtype=dtype, value=value)
         return self._after(ctx, conds)
 
     def s_For(self, s: ir.For, ctx: WalkCtx) -> WalkCtx:
+        if unrolled(s):
+            return self.unroll(s, ctx)
         conds: list[Term] = []
         lo = self.int_expr(s.lo, ctx, conds)
         hi = self.int_expr(s.hi, ctx, conds)
-        n = counter(s)
-        T.leaf(f"n:F{s.var.uid}", 64, LeafInfo("int", False, 0, 2**64 - 1,
-                                               note=f"iteration of for {s.var.name}"))
+        f = self.per_copy(s, ctx)
+        n = counter(f)
+        T.leaf(f"n:F{f.var.uid}", 64, LeafInfo("int", False, 0, 2**64 - 1,
+                                               note=f"iteration of for {f.var.name}"))
         var = T.iadd(lo, T.imul(T.uint(n), T.const_int(s.step)))
         outer = T.and_(ctx.cond, *conds)
-        self.loops[s.var.uid] = SpecLoop(s, n, lo, hi, s.step, outer, ctx.fors)
-        inner = WalkCtx(T.and_(outer, T.ilt(var, hi)), ctx.fors + (s,),
-                     {**ctx.env, s.var.uid: var}, ctx.role)
+        self.loops[f.var.uid] = SpecLoop(f, n, lo, hi, s.step, outer, ctx.fors, ctx.copies)
+        inner = replace(ctx, cond=T.and_(outer, T.ilt(var, hi)), fors=ctx.fors + (f,),
+                        env={**ctx.env, s.var.uid: var})
         self.stmts(s.body, inner)
         return self._after(ctx, conds)
 
@@ -125,14 +133,14 @@ class StatementWalk:
             inside = T.eq(t, T.const_int(lo))
         else:
             inside = T.and_(T.ile(T.const_int(lo), t), T.ilt(t, T.const_int(hi)))
-        self.stmts(s.body, WalkCtx(T.and_(ctx.cond, inside), ctx.fors, ctx.env, s))
+        self.stmts(s.body, replace(ctx, cond=T.and_(ctx.cond, inside), role=s))
         return ctx
 
     def s_Init(self, s: ir.Init, ctx: WalkCtx) -> WalkCtx:
         bar = self.k.barrier(s.barrier.name)
         conds: list[Term] = []
         if s.barrier.index is None and bar.length is not None:
-            e = T.leaf(f"e:{s.span.line}:{s.span.col}", 32,
+            e = T.leaf(f"e:{s.span.line}:{s.span.col}{ctx.tag}", 32,
                        LeafInfo("int", False, 0, bar.instances - 1,
                                 note=f"element of {bar.name}"))
             addr, inb = self.barrier(s.barrier, ctx, conds, T.uint(e))

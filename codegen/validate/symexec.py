@@ -43,6 +43,7 @@ from tilesafe.codegen.validate.symexec_operands import (  # noqa: F401 - re-expo
     reg_width,
     undef,
 )
+from tilesafe.codegen.validate.symexec_tensor import TensorOps, accumulator_registers
 from tilesafe.codegen.validate.terms import BOOL, LeafInfo, Term
 
 
@@ -58,6 +59,9 @@ class Event:
     block: int
     ops: dict[str, object] = field(default_factory=dict)
     result: Term | None = None  # the loaded value / the wait's answer
+    # the registers just before the instruction (read-only): what a fragment register
+    # holds where a store reads it (fragment_checks.py)
+    state: dict[str, Term] = field(default_factory=dict, repr=False)
 
 
 @dataclass
@@ -92,8 +96,11 @@ class ExecResult:
 
 
 def dest_regs(ins: Instr) -> list[str]:
-    """Registers an instruction writes."""
+    """Registers an instruction writes (a wgmma: its accumulator registers)."""
     base = ins.parts[0]
+    if ins.opcode.startswith("wgmma.mma_async") and ins.operands \
+            and isinstance(ins.operands[0], Vec):
+        return [r.name for r in ins.operands[0].items if isinstance(r, Reg)]
     if base in ("st", "bra", "ret", "exit", "trap", "bar", "barrier", "fence", "cp"):
         return []
     if ins.opcode.startswith(("mbarrier.init", "mbarrier.expect_tx")):
@@ -121,8 +128,12 @@ class Executor:
         # base opcode -> handler(ins, parts, operands, regs, pc, guard, loops)
         self.handlers = {name[3:]: getattr(family, name)
                          for family in (ArithmeticOps(self.operands),
-                                        MemoryOps(self.operands, self.event))
+                                        MemoryOps(self.operands, self.event),
+                                        TensorOps(self.operands, self.event))
                          for name in dir(family) if name.startswith("op_")}
+        # every wgmma's accumulator registers: any other write to one is a fragment write
+        self.frag_regs = accumulator_registers(mod)
+        self.state: dict[str, Term] = {}  # the registers before the current instruction
         # register -> defining instructions, per block
         self.defs: dict[int, list[tuple[Instr, str]]] = {}
         for b in cfg.blocks:
@@ -295,6 +306,9 @@ class Executor:
 
     def step(self, ins: Instr, pc: Term, regs: dict[str, Term], loops: list[int]
              ) -> tuple[Term, dict[str, Term]]:
+        # `regs` is never written again once a step returned it (each step copies), so it
+        # is the state before this instruction for the events that keep it
+        self.state = regs
         regs = dict(regs)
         guard = T.TRUE
         if ins.guard is not None and ins.opcode not in ("bra", "bra.uni", "ret", "exit", "trap"):
@@ -302,6 +316,11 @@ class Executor:
             guard = T.not_(g) if ins.guard_negated else g
         try:
             self.semantics(ins, regs, T.and_(pc, guard), guard, tuple(loops))
+            if ins.parts[0] != "wgmma":
+                for r in dest_regs(ins):
+                    if r in self.frag_regs:
+                        self.event(ins, "frag.write", T.and_(pc, guard), tuple(loops), reg=r,
+                                   value=regs[r])
         except Unsupported as err:
             self.unknowns.append(Unknown(ins, str(err)))
             for r in dest_regs(ins):
@@ -315,7 +334,7 @@ class Executor:
 
     def event(self, ins: Instr, kind: str, pc: Term, loops: tuple[int, ...], **ops: object
               ) -> Event:
-        ev = Event(ins, kind, pc, loops, self.block_id, dict(ops))
+        ev = Event(ins, kind, pc, loops, self.block_id, dict(ops), state=self.state)
         self.events.append(ev)
         return ev
 
