@@ -38,6 +38,7 @@ from typing import Any
 import z3
 
 from tilesafe.frontend import ir
+from tilesafe.frontend.fold import NoForm, fold
 from tilesafe.semantics.budget import Budget, BudgetExceeded
 from tilesafe.semantics.events import Model, compile_expr, free_vars
 from tilesafe.semantics.explore import (
@@ -62,6 +63,7 @@ from tilesafe.semantics.explore.state import (
     order_key,
 )
 from tilesafe.semantics.instrs import End, Wait
+from tilesafe.semantics.z3_terms import Z3Terms
 
 HUGE_TRIP = 1_000_000
 MAX_DRIFT = 64
@@ -124,43 +126,12 @@ class Enc:
         return self.shared[key]
 
     def term(self, e: ir.Expr) -> Any:
-        if isinstance(e, ir.IntConst):
-            return z3.IntVal(e.value)
-        if isinstance(e, ir.SizeVar):
-            return self.sizes[e.name]
-        if isinstance(e, ir.Builtin):
-            if e.kind is ir.BuiltinKind.THREAD:
-                return self.var("thread")
-            if e.kind is ir.BuiltinKind.LANE:
-                return self.var("thread") % 32
-            if e.kind is ir.BuiltinKind.WARP_ID:
-                return self.var("thread") / 32
-            return self.var(e.kind.value)
-        if isinstance(e, ir.LoopVar):
-            if e.uid in self.loops:
-                return self.loops[e.uid]
-            return self.var(f"loop:{e.uid}")
-        if isinstance(e, ir.LocalRef) and not e.mutable and e.uid in self.lets:
-            return self.term(self.lets[e.uid])
-        if isinstance(e, ir.BinOp):
-            a, b = self.term(e.lhs), self.term(e.rhs)
-            ops = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
-                   "/": lambda: a / b, "%": lambda: a % b, "==": lambda: a == b,
-                   "!=": lambda: a != b, "<": lambda: a < b, "<=": lambda: a <= b,
-                   ">": lambda: a > b, ">=": lambda: a >= b,
-                   "&&": lambda: z3.And(a, b), "||": lambda: z3.Or(a, b)}
-            return ops[e.op]()
-        if isinstance(e, ir.UnOp):
-            x = self.term(e.operand)
-            return z3.Not(x) if e.op == "!" else -x
-        if isinstance(e, ir.Call) and e.func in ("min", "max", "abs"):
-            xs = [self.term(a) for a in e.args]
-            if e.func == "abs":
-                return z3.If(xs[0] >= 0, xs[0], -xs[0])
-            if e.func == "min":
-                return z3.If(xs[0] <= xs[1], xs[0], xs[1])
-            return z3.If(xs[0] >= xs[1], xs[0], xs[1])
-        raise ValueError(f"no z3 form for {type(e).__name__}")
+        """`e` as a z3 term over this copy's leaves, through the one z3 algebra
+        (semantics/z3_terms.py: the language's floor division and modulo)."""
+        try:
+            return fold(e, Z3Terms(self))
+        except NoForm as err:
+            raise ValueError(str(err)) from None
 
     def where(self) -> list:
         return [self.term(w) for w in self.k.where]
