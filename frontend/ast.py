@@ -397,6 +397,8 @@ class Kernel:
     block_dim: Expr
     body: Block
     ensures: tuple[Ensures, ...] = ()
+    # `specialize F1, F2`: one tuple of facts per clause, in order (docs/jit.md)
+    specialize: tuple[tuple[Expr, ...], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -325,6 +325,9 @@ class _Layout:
         if k.where:
             self.emit(1, f"where {_exprs(k.where)}", _start(k.where[0].span),
                       _end(k.where[-1].span), blank_ok=False)
+        for facts in k.specialize:
+            self.emit(1, f"specialize {_exprs(facts)}", _start(facts[0].span),
+                      _end(facts[-1].span), blank_ok=False)
         if len(k.grid) == 1:
             g = k.grid[0]
             grid = format_expr(g) if _is_atom(g) else f"({format_expr(g)})"

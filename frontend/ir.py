@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 from tilesafe.frontend.span import Span
+from tilesafe.frontend.target import DEFAULT as DEFAULT_TARGET
+from tilesafe.frontend.target import Target
 
 # ---- layouts ------------------------------------------------------------------------------
 
@@ -136,6 +138,9 @@ class SizeVar(Expr):
 
 class BuiltinKind(str, Enum):
     THREAD = "thread"  # linear thread index in the block, 0 .. block-1
+    # `lane` / `warp_id` on a 32-lane target; on a target whose warp is W != 32 the
+    # resolver writes them as `thread % W` / `thread / W` (frontend/target.py), so these two
+    # kinds only ever mean 32 lanes.
     LANE = "lane"  # thread % 32
     WARP_ID = "warp_id"  # thread / 32
     BLOCK_X = "block.x"
@@ -649,6 +654,10 @@ class Kernel:
     body: tuple[Stmt, ...]
     ensures: tuple[Ensures, ...] = ()  # value specifications; none: only safety is proved
     fragments: tuple[Fragment, ...] = ()  # wgmma accumulators (per warpgroup registers)
+    # `specialize` clauses: the facts of each variant (Presburger over the sizes), in the
+    # order a call tries them; frontend/specialize.py builds the variants (docs/jit.md)
+    specializations: tuple[tuple[Expr, ...], ...] = ()
+    target: Target = DEFAULT_TARGET  # the machine it was resolved for (warp size, limits)
 
     def tensor(self, name: str) -> GlobalTensor:
         return next(t for t in self.params if t.name == name)

@@ -262,8 +262,9 @@ class _ToAst(Transformer):
         launch = next(i for i in rest if isinstance(i, tuple) and i and i[0] == "launch")
         body = rest[-1]
         ensures = tuple(i for i in rest if isinstance(i, ast.Ensures))
+        special = tuple(i[1] for i in rest if isinstance(i, tuple) and i and i[0] == "specialize")
         return ast.Kernel(self._s(meta), str(name), params, where[1] if where else (),
-                          launch[1], launch[2], body, ensures)
+                          launch[1], launch[2], body, ensures, special)
 
     def ensures_clause(self, meta, items):
         modifier, name, *rest = items
@@ -282,6 +283,9 @@ class _ToAst(Transformer):
 
     def where_clause(self, meta, items):
         return ("where", tuple(items))
+
+    def specialize_clause(self, meta, items):
+        return ("specialize", tuple(items))
 
     def launch(self, meta, items):
         return ("launch", items[0], items[1])

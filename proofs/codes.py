@@ -148,6 +148,21 @@ CODES: dict[str, str] = {
     "TS803": "value: a reduction's contributions differ (one dropped, doubled or negated)",
     "TS804": "value: a fill value (TMA out-of-bounds zero/NaN) arrived where data was meant",
     "TS890": "value: the ensures clause is not proved for every size (the launches agreed)",
+    "TS901": "jit call: wrong arguments (too many, an unknown keyword, a parameter given twice "
+             "or missing, a size no tensor's shape determines)",
+    "TS902": "jit call: a tensor's shape disagrees with the kernel's (wrong rank, or a size read "
+             "from two dimensions with two values)",
+    "TS903": "jit call: the sizes violate the kernel's `where` (the message names the clause) "
+             "or give a launch outside the hardware's limits",
+    "TS904": "jit call: a tensor of the wrong dtype for its parameter",
+    "TS905": "jit call: a tensor that is not row-major and densely packed",
+    "TS906": "jit call: a tensor a TMA descriptor covers whose base address or strides are not "
+             "16-byte aligned",
+    "TS907": "jit call: tensors on the wrong device (CPU tensors for device='gpu', two GPUs)",
+    "TS908": "jit call: an `out`/`inout` tensor that shares memory with another argument",
+    "TS909": "jit: the verification gate refuses the kernel (an error obligation or the "
+             "translation not proved); `unverified=True` runs it anyway, with a warning",
+    "TS910": "jit: the launch itself failed (the GPU driver refused it or the kernel trapped)",
 }
 
 

@@ -17,4 +17,8 @@ def __getattr__(name: str) -> Any:
         from tilesafe import api
 
         return getattr(api, name)
+    if name == "jit":  # the package, callable: tilesafe.jit(path, kernel=...) (docs/jit.md)
+        import importlib
+
+        return importlib.import_module("tilesafe.jit")
     raise AttributeError(f"module 'tilesafe' has no attribute {name!r}")

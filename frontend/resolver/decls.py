@@ -49,6 +49,24 @@ class DeclResolver(ResolverBase):
                        "by && || !, with * / % only by constants", e.span)
         return value
 
+    def specialize_expr(self, e: ast.Expr) -> ir.Expr:
+        """A fact of a `specialize` clause: Presburger over sizes the kernel already has (a
+        variant restricts the launches; it cannot introduce a size)."""
+        for name in names_in(e):
+            if not self.taken(name) and name not in self.sizes:
+                self.error(dg.UNKNOWN_NAME, f"'specialize' names '{name}', which is not a size "
+                           "of the kernel", e.span,
+                           f"sizes: {', '.join(self.sizes) or 'none'}")
+                return ir.IntConst(e.span, BOOL, 1)
+        value = self.expr(e)
+        if value.type is not BOOL:
+            self.error(dg.NOT_PRESBURGER, "a 'specialize' fact must be a comparison", e.span)
+        elif not is_presburger(value):
+            self.error(dg.NOT_PRESBURGER,
+                       "a 'specialize' fact must be Presburger: affine comparisons joined "
+                       "by && || !, with * / % only by constants", e.span)
+        return value
+
     # ---- declarations ----------------------------------------------------------------------
 
     def check_shared_total(self, k: ast.Kernel) -> None:
@@ -58,13 +76,15 @@ class DeclResolver(ResolverBase):
         elements: a buffer of 2^31 rows made verify and run die of MemoryError."""
         need = sum(b.nbytes for b in self.buffers.values())
         need += sum(b.instances for b in self.barriers.values()) * MBARRIER_BYTES
-        if need > MAX_SHARED_BYTES:
+        most = min(MAX_SHARED_BYTES, self.target.max_shared)
+        if need > most:
             decls = [d for d in k.body.stmts if isinstance(d, (ast.SharedDecl,
                                                                 ast.MbarrierDecl))]
             biggest = max(decls, key=lambda d: self.decl_bytes(d), default=None)
             span = biggest.span if biggest is not None else k.span
             self.error(dg.BAD_VALUE, f"shared buffers and mbarriers need {need} bytes; a "
-                       f"block's shared memory holds at most {MAX_SHARED_BYTES}", span)
+                       f"block's shared memory holds at most {most} on {self.target.name}",
+                       span)
 
     def decl_bytes(self, d: ast.SharedDecl | ast.MbarrierDecl) -> int:
         if isinstance(d, ast.SharedDecl):

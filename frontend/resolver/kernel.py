@@ -36,12 +36,14 @@ class KernelResolver(DeclResolver, StmtResolver, MmaResolver, SpecResolver, Expr
             params.append(tensor)
             self.tensors[p.name] = tensor
         where = tuple(self.where_expr(e) for e in k.where)
+        special = tuple(tuple(self.specialize_expr(e) for e in facts) for facts in k.specialize)
         grid = tuple(self.size_expr(e, implicit=False) for e in k.grid)
         self.block = self.const_int(k.block_dim, "block size")
-        if not 1 <= self.block <= MAX_BLOCK:
-            self.error(dg.BAD_VALUE, f"block size {self.block} is not in 1..{MAX_BLOCK}",
+        most = min(MAX_BLOCK, self.target.max_block)
+        if not 1 <= self.block <= most:
+            self.error(dg.BAD_VALUE, f"block size {self.block} is not in 1..{most}",
                        k.block_dim.span)
-            self.block = max(1, min(self.block, MAX_BLOCK))
+            self.block = max(1, min(self.block, most))
         for stmt in top:
             if isinstance(stmt, ast.TensormapDecl):
                 self.tensormap_decl(stmt)
@@ -61,7 +63,7 @@ class KernelResolver(DeclResolver, StmtResolver, MmaResolver, SpecResolver, Expr
             k.span, k.name, tuple(self.sizes), tuple(params), where, grid, self.block,
             tuple(self.consts.items()), tuple(self.buffers.values()),
             tuple(self.tmaps.values()), tuple(self.barriers.values()), body, ensures,
-            tuple(self.fragments.values()),
+            tuple(self.fragments.values()), special, target=self.target,
         )
         kernel = infer_roles(kernel)
         for c in kernel.ensures:  # a tensor without a declared role: known only now
