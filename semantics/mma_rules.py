@@ -101,6 +101,12 @@ def tile_addresses(op: Operand, origin: tuple[int, ...], place: Placement) -> np
     return np.asarray(place.slots, dtype=np.int64)[flat] * place.elem_bytes
 
 
+def _inside(op: Operand, origin: tuple[int, ...], shape: tuple[int, ...]) -> bool:
+    extent = dict(zip(op.tile.ranged, op.tile.shape, strict=True))
+    return all(0 <= o and o + extent.get(d, 1) <= n
+               for d, (o, n) in enumerate(zip(origin, shape, strict=True)))
+
+
 def placement_shifts(kernel: ir.Kernel) -> tuple[int, ...]:
     """The bases the code generator may place the buffers at, relative to the interpreter's,
     modulo the swizzle repeat: R = SMEM_BASE (mod A), A the largest alignment."""
@@ -115,7 +121,15 @@ def descriptor(kernel: ir.Kernel, op: Operand) -> DescriptorVerdict:
         return DescriptorVerdict(None, (), shifts, undecided="the tile's origins are not a "
                                  f"bounded set of at most {MAX_ORIGINS} points")
     place = plan_shared(kernel.shared).placements[op.tile.buffer]
-    dtype = kernel.buffer(op.tile.buffer).dtype
+    buffer = kernel.buffer(op.tile.buffer)
+    dtype = buffer.dtype
+    # A tile that leaves its buffer is the access checker's refutation (TS202: MMA tiles are
+    # access relations); its elements have no address here, so only in-bounds origins are
+    # asked for a descriptor.
+    found = tuple(o for o in found if _inside(op, o, buffer.shape))
+    if not found:
+        return DescriptorVerdict(None, (), shifts, undecided="every origin puts the tile "
+                                 "outside its buffer (the access checker refutes it)")
     tiles = [tile_addresses(op, o, place) + d for o in found for d in shifts]
     result = wd.synthesize(tiles, dtype)
     if isinstance(result, wd.NotFound):
