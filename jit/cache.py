@@ -120,7 +120,7 @@ class CompileCache:
         path = self.path(key)
         try:
             text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return Lookup(None)
         except OSError as err:
             return Lookup(None, f"unreadable ({err})")
