@@ -13,10 +13,12 @@ from tilesafe.frontend import ast, ir
 from tilesafe.frontend import diagnostics as dg
 from tilesafe.frontend.diagnostics import Diagnostic, DiagnosticError
 from tilesafe.frontend.resolver.kernel import KernelResolver
+from tilesafe.frontend.target import DEFAULT, Target
 
 
-def resolve(module: ast.Module) -> ir.Program:
-    """Resolve every kernel of a parsed file; raises DiagnosticError listing all problems."""
+def resolve(module: ast.Module, target: Target = DEFAULT) -> ir.Program:
+    """Resolve every kernel of a parsed file for `target` (its warp size and limits); raises
+    DiagnosticError listing all problems."""
     diags: list[Diagnostic] = []
     kernels: list[ir.Kernel] = []
     seen: set[str] = set()
@@ -25,7 +27,7 @@ def resolve(module: ast.Module) -> ir.Program:
             diags.append(Diagnostic(dg.DUPLICATE_NAME, f"kernel '{kernel.name}' defined twice",
                                     kernel.span))
         seen.add(kernel.name)
-        resolver = KernelResolver(kernel)
+        resolver = KernelResolver(kernel, target)
         result = resolver.run()
         diags.extend(resolver.diags)
         if result is not None:

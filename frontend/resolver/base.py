@@ -16,6 +16,7 @@ from tilesafe.frontend import ast, ir
 from tilesafe.frontend import diagnostics as dg
 from tilesafe.frontend.diagnostics import Diagnostic
 from tilesafe.frontend.span import Span
+from tilesafe.frontend.target import DEFAULT, Target
 
 INT, FLOAT, BOOL = ir.ScalarType.INT, ir.ScalarType.FLOAT, ir.ScalarType.BOOL
 BUILTINS = {"thread": ir.BuiltinKind.THREAD, "lane": ir.BuiltinKind.LANE,
@@ -54,8 +55,9 @@ class SpecWrapped:
 
 
 class ResolverBase:
-    def __init__(self, kernel: ast.Kernel):
+    def __init__(self, kernel: ast.Kernel, target: Target = DEFAULT):
         self.k = kernel
+        self.target = target  # warp size and limits (frontend/target.py)
         self.diags: list[Diagnostic] = []
         self.consts: dict[str, int] = {}
         self.sizes: list[str] = []

@@ -89,13 +89,24 @@ class ExprResolver(ResolverBase):
         if e.name in self.sizes:
             return ir.SizeVar(e.span, INT, e.name)
         if e.name in BUILTINS:
-            return ir.Builtin(e.span, INT, BUILTINS[e.name])
+            return self.builtin(e.span, BUILTINS[e.name])
         if self.taken(e.name):
             self.error(dg.WRONG_KIND, f"'{e.name}' is not a value", e.span,
                        "index tensors and buffers, e.g. t[i, j]")
         else:
             self.unknown(e.name, e.span)
         return placeholder(e.span, INT)
+
+    def builtin(self, span: Span, kind: ir.BuiltinKind) -> ir.Expr:
+        """`thread`, `lane`, `warp_id`. On a target whose warp is not 32 lanes (a 64-lane
+        wavefront) `lane` and `warp_id` are written as what they mean there, `thread % W` and
+        `thread / W`, so every later stage reads the target's meaning without knowing it."""
+        w = self.target.warp
+        if w == 32 or kind is ir.BuiltinKind.THREAD:
+            return ir.Builtin(span, INT, kind)
+        op = "%" if kind is ir.BuiltinKind.LANE else "/"
+        return ir.BinOp(span, INT, op, ir.Builtin(span, INT, ir.BuiltinKind.THREAD),
+                        ir.IntConst(span, INT, w))
 
     def e_Index(self, e: ast.Index) -> ir.Expr:
         if e.name in self.fragments:

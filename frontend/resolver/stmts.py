@@ -124,11 +124,12 @@ class StmtResolver(ResolverBase):
             return None
         ts = s.threads
         lo = self.const_int(ts.lo, "a role bound")
+        w = self.target.warp  # `warp N` is the target's warp (or wavefront) N
         if ts.kind == "warp":
-            rng = ir.ThreadRange(32 * lo, 32 * lo + 32)
+            rng = ir.ThreadRange(w * lo, w * lo + w)
         else:
             hi = self.const_int(ts.hi, "a role bound")
-            rng = ir.ThreadRange(32 * lo, 32 * hi) if ts.kind == "warps" else ir.ThreadRange(
+            rng = ir.ThreadRange(w * lo, w * hi) if ts.kind == "warps" else ir.ThreadRange(
                 lo, hi)
         if rng.lo < 0 or rng.hi > self.block or rng.lo >= rng.hi:
             self.error(dg.BAD_THREADS,
