@@ -230,6 +230,18 @@ def test_ts906_tma_alignment_when_the_kernel_uses_the_memory_itself():
     assert contract.bind(k, given, sizes, zero_copy=False).sizes == {"M": 64, "N": 64}
 
 
+def test_ts907_device_gpu_without_a_gpu(cache_dir):
+    from tilesafe.gpu.driver import unavailable_reason
+
+    if unavailable_reason() is None:
+        pytest.skip("a GPU is usable here: device='gpu' runs (tests/gpu/test_jit_gpu.py)")
+    k = tilesafe.jit(GOOD / "elementwise.tsk", device="gpu", cache=cache_dir)
+    x = np.ones(8, np.float32)
+    with pytest.raises(JitError) as err:
+        k(np.ones(1, np.float32), x, x)
+    assert _codes(err.value) == ["TS907"] and "no GPU can be used" in str(err.value)
+
+
 def test_ts908_an_output_sharing_memory_with_an_input(saxpy):
     x = np.ones(32, np.float32)
     with pytest.raises(JitError) as err:
