@@ -11,6 +11,10 @@ semantics/wgmma_desc.py's. For every wgmma statement and each of its two operand
 And for the statement: TS532 -- every warpgroup that runs it runs it whole (`.aligned`: no
 guard that splits a warpgroup). For every role: TS533 -- its fragments' registers fit the
 thread's budget (255, or the role's `setmaxnreg`). A question these cannot decide is TS539.
+
+The async-group rules -- MMAs pending until a covering `wgmma_wait`, stages and registers
+untouched meanwhile, proxy fences for thread-written operands, `wgmma_fence` (TS534) --
+are the temporal checkers' (semantics/explore/ops/wgmma.py, docs/temporal.md §13).
 """
 
 from __future__ import annotations
@@ -31,13 +35,14 @@ NO_DESCRIPTOR = "TS530"
 NOT_UNIFORM = "TS531"
 SPLIT_WARPGROUP = "TS532"
 REGISTERS = "TS533"
-NOT_MODELLED = "TS538"
+SETMAXNREG_SPLIT = "TS536"
+REGISTER_FILE = "TS537"
 UNDECIDED = "TS539"
 
 
 def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:
-    if not any(isinstance(s, ir.Wgmma) for s in walk.statements(kernel.body)) and \
-            not kernel.fragments:
+    if not any(isinstance(s, (ir.Wgmma, ir.SetMaxNReg)) for s in walk.statements(kernel.body)) \
+            and not kernel.fragments:
         return []
     ctx = isl.Context()
     ctx.set_max_operations(max(1000, options.timeout_ms * 1000))
@@ -53,20 +58,8 @@ def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:
     for s in {id(op.stmt): op for op in ops if op.which == "A"}.values():
         out.append(_timed(lambda s=s: _whole(kernel, s)))
     out.extend(_registers(kernel))
-    out.append(_not_modelled(kernel))
+    out.extend(_setmaxnreg(kernel))
     return out
-
-
-def _not_modelled(kernel: ir.Kernel) -> Obligation:
-    """Until the temporal model has wgmma's events, nothing proves the async-group rules
-    (accumulators untouched while an MMA is outstanding, stages not released under it,
-    wgmma_fence, proxy fences): say so as an error, never as a silent pass."""
-    s = walk.first_tensor_core(kernel)
-    return Obligation(CHECKER, f"{kernel.name}: wgmma async groups modelled", Verdict.UNKNOWN,
-                      "not modelled", s.span if s is not None else kernel.span,
-                      NOT_MODELLED, "the temporal checkers do not model wgmma's async groups "
-                      "yet (outstanding MMAs, stage release, wgmma_fence, proxy fences): the "
-                      "barrier and ownership verdicts of this kernel do not cover them")
 
 
 def _timed(fn) -> Obligation:
@@ -146,6 +139,37 @@ def _registers(kernel: ir.Kernel) -> list[Obligation]:
                                   REGISTERS, f"{who} holds {regs} fragment registers per "
                                   f"thread, over its budget of {limit}",
                                   counterexample={"registers": regs, "limit": limit}))
+    return out
+
+
+def _setmaxnreg(kernel: ir.Kernel) -> list[Obligation]:
+    """Each setmaxnreg run by whole warpgroups (TS536); the budgets it leaves fit the SM's
+    register file (TS537)."""
+    sites = mr.setmaxnreg_sites(kernel)
+    if not sites:
+        return []
+    out = []
+    for site in sites:
+        name = f"{kernel.name}: setmaxnreg at {_at(site.stmt)} run by whole warpgroups"
+        why = mr.setmaxnreg_split(site, kernel.block)
+        out.append(Obligation(CHECKER, name, Verdict.PROVED, "arithmetic", site.stmt.span)
+                   if why is None else
+                   Obligation(CHECKER, name, Verdict.REFUTED, "arithmetic", site.stmt.span,
+                              SETMAXNREG_SPLIT, f"setmaxnreg is `.sync.aligned` (every thread "
+                              f"of a warpgroup together) but {why}"))
+    shares = mr.register_shares(kernel)
+    used = sum(s.threads * s.per_thread for s in shares)
+    parts = ", ".join(f"{s.who}: {s.threads} x {s.per_thread}" for s in shares)
+    name = f"{kernel.name}: setmaxnreg budgets fit the register file"
+    if used <= mr.REGISTER_FILE:
+        out.append(Obligation(CHECKER, name, Verdict.PROVED, "arithmetic", kernel.span,
+                              message=f"{used} of {mr.REGISTER_FILE} registers ({parts})"))
+    else:
+        out.append(Obligation(CHECKER, name, Verdict.REFUTED, "arithmetic", kernel.span,
+                              REGISTER_FILE, f"after setmaxnreg the block holds {used} "
+                              f"registers ({parts}), more than the SM's {mr.REGISTER_FILE}: "
+                              "the increase waits forever for registers no warp gives back",
+                              counterexample={"registers": used, "parts": parts}))
     return out
 
 

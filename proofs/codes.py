@@ -67,6 +67,8 @@ CODES: dict[str, str] = {
     "TS305": "an access after the class's own arrive gave the region away",
     "TS306": "a read of shared memory nothing (no thread, no copy) has written",
     "TS307": "the block exits while a TMA store may still read its shared memory",
+    "TS308": "a fragment register read or written while a wgmma into it may be pending (no "
+             "`wgmma_wait` covered its group)",
     "TS401": "mbarrier used before init",
     "TS402": "init of a live mbarrier",
     "TS403": "more arrivals than the phase has pending",
@@ -116,8 +118,10 @@ CODES: dict[str, str] = {
     "TS531": "a wgmma operand tile that differs between threads of one warpgroup",
     "TS532": "a wgmma that part of a warpgroup runs (.aligned: all 128 threads together)",
     "TS533": "fragments of a role over its register budget (255, or its setmaxnreg)",
-    "TS538": "a kernel with tensor-core statements: the temporal checkers do not model wgmma's "
-             "async groups yet, so its barrier and ownership verdicts do not cover them",
+    "TS534": "a wgmma with no `wgmma_fence` since its threads last accessed the fragment's "
+             "registers (or before their first MMA)",
+    "TS536": "a setmaxnreg that part of a warpgroup runs (.sync.aligned: whole warpgroups)",
+    "TS537": "setmaxnreg budgets of a block beyond the SM's 65536 registers",
     "TS539": "a wgmma hardware rule the checker could not decide",
     "TS590": "a TMA rule left undecided (budget)",
     "TS591": "a TMA rule outside what the checker models",

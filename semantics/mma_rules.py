@@ -205,3 +205,103 @@ def fragment_registers(kernel: ir.Kernel) -> dict[str, int]:
     if outside:
         out[""] = sum(kernel.fragment(n).regs for n in outside)
     return out
+
+
+# ---- setmaxnreg ------------------------------------------------------------------------------
+
+REGISTER_FILE = 65536  # 32-bit registers of one SM (one block of a warp-specialised kernel)
+WARPGROUP = 128
+
+
+@dataclass(frozen=True)
+class RegisterShare:
+    """The registers one set of threads holds once every `setmaxnreg` has run."""
+
+    who: str  # a role's name, or "the other threads"
+    threads: int
+    per_thread: int
+    from_setmaxnreg: bool
+
+
+def launch_registers(block: int) -> int:
+    """The most registers per thread a launch of `block` threads can have: the register file
+    shared by the block's warps, in the allocation unit of 8, at most 255 (what ptxas is held
+    to for this block size; with setmaxnreg, what every warp starts with)."""
+    warps = -(-block // 32)
+    return min(REGISTER_LIMIT, REGISTER_FILE // (warps * 32) // 8 * 8)
+
+
+@dataclass(frozen=True)
+class MaxNRegSite:
+    """A setmaxnreg statement, the role around it (None: outside every role) and whether an
+    `if` on the thread index stands between them."""
+
+    stmt: ir.SetMaxNReg
+    role: ir.Role | None
+    thread_guarded: bool
+
+
+_THREAD = (ir.BuiltinKind.THREAD, ir.BuiltinKind.LANE, ir.BuiltinKind.WARP_ID)
+
+
+def _on_thread(e: ir.Expr, lets: dict[int, ir.Expr]) -> bool:
+    for x in walk.subexprs(e):
+        if isinstance(x, ir.Builtin) and x.kind in _THREAD:
+            return True
+        if isinstance(x, ir.LocalRef) and x.uid in lets and _on_thread(lets.pop(x.uid), lets):
+            return True
+    return False
+
+
+def setmaxnreg_sites(kernel: ir.Kernel) -> list[MaxNRegSite]:
+    lets = {s.uid: s.value for s in walk.statements(kernel.body) if isinstance(s, ir.Let)}
+    out: list[MaxNRegSite] = []
+
+    def visit(body: tuple[ir.Stmt, ...], role: ir.Role | None, guarded: bool) -> None:
+        for s in body:
+            if isinstance(s, ir.SetMaxNReg):
+                out.append(MaxNRegSite(s, role, guarded))
+            elif isinstance(s, ir.Role):
+                visit(s.body, s, False)
+            elif isinstance(s, ir.For):
+                visit(s.body, role, guarded)
+            elif isinstance(s, ir.If):
+                g = guarded or _on_thread(s.cond, dict(lets))
+                visit(s.then, role, g)
+                visit(s.orelse, role, g)
+
+    visit(kernel.body, None, False)
+    return out
+
+
+def register_shares(kernel: ir.Kernel) -> list[RegisterShare]:
+    """Who holds how many registers after the setmaxnreg of each role: a role's threads at
+    its last setmaxnreg count, the rest at the launch's allocation."""
+    last: dict[str, tuple[ir.Role, int]] = {}
+    for site in setmaxnreg_sites(kernel):
+        if site.role is not None:
+            last[site.role.name] = (site.role, site.stmt.count)
+    shares = [RegisterShare(name, role.threads.size, count, True)
+              for name, (role, count) in last.items()]
+    rest = kernel.block - sum(r.threads for r in shares)
+    if rest > 0:
+        shares.append(RegisterShare("the other threads", rest, launch_registers(kernel.block),
+                                    False))
+    return shares
+
+
+def setmaxnreg_split(site: MaxNRegSite, block: int) -> str | None:
+    """Why the threads that run a setmaxnreg are not whole warpgroups (it is
+    `.sync.aligned`: every thread of a warpgroup executes it together), or None."""
+    role = site.role
+    if site.thread_guarded:
+        return "it sits under an `if` on the thread index"
+    if role is None:
+        return None if block % WARPGROUP == 0 else f"the block's {block} threads are not " \
+            "whole warpgroups"
+    if role.elect_one:
+        return f"role {role.name} runs its body on one elected thread"
+    lo, hi = role.threads.lo, role.threads.hi
+    if lo % WARPGROUP or hi % WARPGROUP:
+        return f"role {role.name} is threads {lo} .. {hi}, not whole warpgroups of 128"
+    return None
