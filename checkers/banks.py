@@ -13,7 +13,8 @@ How an access is evaluated (all concrete, checked against `semantics/banks.py`):
 
 * Threads: the statement's thread set is the block narrowed by its role; a role with
   `elect one` runs on one thread, and one thread cannot conflict with itself (PROVED at
-  once). Warps are threads 32w .. 32w+31 of the block; lane = thread % 32.
+  once). Warps are threads 32w .. 32w+31 of the block; lane = thread % 32 -- on an AMD
+  target (`--target gfx942`) 64-lane wavefronts, threads 64w .. 64w+63.
 * Guards: an `if` condition (or the left side of `&&`/`||` guarding a load on its right)
   that depends only on the thread, loop variables and constants is evaluated per lane.
   Every other guard is assumed true in the "bound" evaluation, which decides PROVED: adding
@@ -34,7 +35,10 @@ How an access is evaluated (all concrete, checked against `semantics/banks.py`):
   together (lock-step), so instances are keyed by iteration *indices*.
 * Address: the absolute byte address of each lane's element from `semantics/smem.py`'s
   `plan_shared`, exactly as the reference interpreter places the buffer; width = element
-  bytes. Cost: `banks.wavefronts_nvidia` per warp instance.
+  bytes. Cost: `banks.wavefronts_nvidia` per warp instance; on gfx942 the CDNA3 LDS model
+  (semantics/bank_model.py): lane phases per access width and read/write, PROVED with the
+  documented merges only, REFUTED only with every lane pair touching one dword merged, and
+  UNKNOWN (TS690) in between, naming the undocumented merge rule.
 
 Verdicts:
 
@@ -63,8 +67,9 @@ Verdicts:
   seen with size/block guards assumed true and no checked size/block activates it, or when a
   non-periodic loop was cut at LOOP_CAP iterations without finding a conflict.
 
-Evidence also carries an AMD CDNA LDS estimate (64-lane wavefronts made of warps 2w and
-2w+1, `banks.wavefronts_amd_lds`, CDNA3 always, CDNA4 for reads): information only.
+Evidence of an NVIDIA kernel also carries an AMD CDNA LDS estimate (64-lane wavefronts made
+of warps 2w and 2w+1, `banks.wavefronts_amd_lds`, CDNA3 always, CDNA4 for reads):
+information only; `--target gfx942` proves the AMD model instead.
 """
 
 from __future__ import annotations
@@ -77,7 +82,7 @@ from typing import Any
 from tilesafe.checkers.obligation import Obligation, Severity, Verdict
 from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend import ir
-from tilesafe.semantics import bank_param, banks
+from tilesafe.semantics import bank_model, bank_param, banks
 from tilesafe.semantics.bank_eval import (
     Cost,
     SiteEval,
@@ -166,6 +171,7 @@ class _Checker:
         self.plan, self.evals, self.reps, self.want_suggestion = plan, evals, reps, suggest
         self.suggester = Suggester(kernel, all_sites, evals, plan.placements,
                                    options.timeout_ms)
+        self.model = bank_model.for_target(kernel.target)
 
     @staticmethod
     def name_of(kernel: ir.Kernel, site: Site) -> str:
@@ -192,8 +198,10 @@ class _Checker:
         worst_bound = worst_cost(bound)
         if worst_bound is None or worst_bound.report.max_way <= 1:
             return self.proved(name, ev, bound, evidence)
-        # Without size/block guards the concrete evaluation is the bound one.
-        worst = worst_cost(costs(ev, place, concrete=True)) if ev.context_guards else worst_bound
+        # Without size/block guards the concrete evaluation is the bound one. A refutation
+        # counts with every dword merge (the model's lower bound; NVIDIA's only count).
+        concrete = bool(ev.context_guards)
+        worst = worst_cost(costs(ev, place, concrete=concrete, merged=True))
         if worst is not None and worst.report.max_way > 1:
             if ev.data_guards:
                 return self.conditional(name, ev, worst, evidence, concrete=True)
@@ -202,6 +210,10 @@ class _Checker:
         if witness is not None:
             ev2, cost = witness
             return self.refuted(name, ev2, cost, place, evidence, witnessed=True)
+        if not self.model.exact_merge:
+            upper = worst_cost(costs(ev, place, concrete=concrete))
+            if upper is not None and upper.report.max_way > 1:
+                return self.merge_unknown(name, ev, upper, evidence)
         return self.conditional(name, ev, worst_bound, evidence, concrete=False)
 
     # -- evidence and messages --
@@ -218,9 +230,9 @@ class _Checker:
                 trips[name] = f"every iteration ({lp.why})"
             else:
                 trips[name] = f"first {lp.checks} iteration(s) of each run ({lp.why})"
-        return {
-            "model": "NVIDIA sm_50..sm_90: 32 banks of 4 B; lanes touching one 32-bit word "
-                     "merge (semantics/banks.py wavefronts_nvidia)",
+        out = {
+            "model": self.model.describe,
+            "target": self.kernel.target.name,
             "buffer": place.buffer.name,
             "layout": str(place.buffer.layout),
             "base_address": place.base,
@@ -237,8 +249,10 @@ class _Checker:
             "assumed_true_guards": ev.data_guards + ev.context_guards,
             "data_guards": ev.data_guards,
             "out_of_bounds_lanes": ev.out_of_bounds,
-            "amd_lds": amd_estimate(ev, place),
         }
+        if self.model is bank_model.NVIDIA:
+            out["amd_lds"] = amd_estimate(ev, place)
+        return out
 
     def proved(self, name: str, ev: SiteEval, bound: Sequence[Cost],
                evidence: dict[str, object]) -> Obligation:
@@ -263,7 +277,7 @@ class _Checker:
             ok, how = bank_param.invariant(
                 self.kernel, site.indices, site.scope.loops,
                 site.scope.role, self.lets, self.plan.placements[site.buffer],
-                self.options.timeout_ms)
+                self.options.timeout_ms, self.model.lanes)
             evidence["scope"] = ("every size and block (parametric: " + how + ")" if ok else
                                  "the representative sizes and blocks only: " + how)
             if ok:
@@ -292,7 +306,8 @@ class _Checker:
 
     def counterexample(self, ev: SiteEval, cost: Cost, place: Placement,
                        concrete: bool) -> dict[str, object]:
-        cost = recount_real(cost, place, concrete)  # the real addresses, not a shifted copy
+        # the real addresses, not a shifted copy
+        cost = recount_real(cost, place, concrete, self.model, ev.site.op)
         inst, rep = cost.inst, cost.report
         worst = rep.worst
         assert worst is not None
@@ -303,7 +318,8 @@ class _Checker:
             "sizes": dict(ev.contexts[inst.context].sizes),
             "block": list(ev.contexts[inst.context].block),
             "warp": inst.warp,
-            "threads": [inst.warp * 32, inst.warp * 32 + 31],
+            "threads": [inst.warp * self.model.lanes, inst.warp * self.model.lanes
+                        + self.model.lanes - 1],
             "iteration": dict(zip(names, first.values, strict=True)),
             "iteration_index": dict(zip(names, inst.iteration, strict=True)),
             "degree": rep.max_way,
@@ -324,7 +340,8 @@ class _Checker:
         assert isinstance(lanes, list)
         verb = "read" if site.op == "read" else "write"
         iteration = cex["iteration"]
-        where = f"warp {cex['warp']} (threads {cex['threads'][0]}..{cex['threads'][1]})"
+        where = (f"{self.model.unit} {cex['warp']} (threads {cex['threads'][0]}.."
+                 f"{cex['threads'][1]})")
         if iteration:
             where += " at " + ", ".join(f"{k}={v}" for k, v in iteration.items())
         if ev.block_dependent:
@@ -358,7 +375,8 @@ class _Checker:
         shown = ", ".join(map(str, lanes[:8])) + (", ..." if len(lanes) > 8 else "")
         what = ("reads memory or a mutable/float value" if ev.data_guards else
                 "admits them for no size and block tried")
-        msg = (f"a {cex['degree']}-way bank conflict (warp {cex['warp']}, lanes {shown}) "
+        msg = (f"a {cex['degree']}-way bank conflict ({self.model.unit} {cex['warp']}, "
+               f"lanes {shown}) "
                f"happens only if these lanes all pass the {guards}, which {what}; undecided")
         return Obligation(CHECKER, name, Verdict.UNKNOWN, "enumeration", site.span, UNDECIDED,
                           msg, Severity.WARNING, counterexample=cex, evidence=evidence)
@@ -376,10 +394,27 @@ class _Checker:
                 return None
             if ev2.truncated:
                 continue
-            worst = worst_cost(costs(ev2, place, concrete=True))
+            worst = worst_cost(costs(ev2, place, concrete=True, merged=True))
             if worst is not None and worst.report.max_way > 1:
                 return ev2, worst
         return None
+
+    def merge_unknown(self, name: str, ev: SiteEval, cost: Cost,
+                      evidence: dict[str, object]) -> Obligation:
+        """Conflicting only if the hardware does not serve lanes touching one dword together
+        (CDNA3 documents that only for reads of one address): undecided, and why."""
+        site = ev.site
+        cex = self.counterexample(ev, cost, self.plan.placements[site.buffer], False)
+        lanes = cex["lanes"]
+        assert isinstance(lanes, list)
+        shown = ", ".join(map(str, lanes[:8])) + (", ..." if len(lanes) > 8 else "")
+        what = ("read different bytes of one dword" if site.op == "read" else
+                "write one dword")
+        msg = (f"a {cex['degree']}-way LDS bank conflict ({self.model.unit} {cex['warp']}, "
+               f"lanes {shown}) unless {self.kernel.target.name} serves lanes that {what} "
+               "together, which AMD does not document (docs/banks.md); undecided")
+        return Obligation(CHECKER, name, Verdict.UNKNOWN, "enumeration", site.span, UNDECIDED,
+                          msg, Severity.WARNING, counterexample=cex, evidence=evidence)
 
     def suggest(self, buffer: str) -> tuple[Suggestion | None, str]:
         if not self.want_suggestion:

@@ -110,12 +110,13 @@ def _capacity(kernel: ir.Kernel) -> Obligation:
     plan = plan_shared(kernel.shared)
     used = max(p.base + p.nbytes for p in plan.placements.values()) - min(
         p.base for p in plan.placements.values())
-    name = f"{kernel.name}: shared memory {used} bytes within {MAX_SMEM_PER_BLOCK}"
+    most = min(MAX_SMEM_PER_BLOCK, kernel.target.max_shared)  # gfx942: 64 KiB of LDS
+    name = f"{kernel.name}: shared memory {used} bytes within {most}"
     evidence = {b: {"base": p.base, "bytes": p.nbytes} for b, p in plan.placements.items()}
-    if used <= MAX_SMEM_PER_BLOCK:
+    if used <= most:
         return Obligation(CHECKER, name, Verdict.PROVED, "arithmetic", kernel.span,
                           seconds=time.perf_counter() - start, evidence=evidence)
     return Obligation(CHECKER, name, Verdict.REFUTED, "arithmetic", kernel.span, "TS103",
-                      f"the buffers need {used} bytes of shared memory; a Hopper block may "
-                      f"use at most {MAX_SMEM_PER_BLOCK}", seconds=time.perf_counter() - start,
+                      f"the buffers need {used} bytes of shared memory; a block may use at "
+                      f"most {most} on {kernel.target.name}", seconds=time.perf_counter() - start,
                       counterexample={"bytes": used}, evidence=evidence)

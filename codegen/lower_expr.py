@@ -66,11 +66,12 @@ class ExprLowering(IntegerOps, Addressing):
         self.layouts = {b.name: layouts.realize(b.layout, b.shape, b.dtype.nbytes)
                         for b in kernel.shared}
         self.place = SharedPlacement.of(kernel)
-        if self.place.nbytes > MAX_SHARED_BYTES:
+        limit = min(MAX_SHARED_BYTES, kernel.target.max_shared)  # gfx942: 64 KiB of LDS
+        if self.place.nbytes > limit:
             raise CodegenError(SMEM, f"the kernel needs {self.place.nbytes} bytes of shared "
                                f"memory (buffers, mbarriers and {self.place.align - 16} bytes "
                                f"to align the base), more than a block may have "
-                               f"({MAX_SHARED_BYTES})", kernel.span)
+                               f"({limit})", kernel.span)
         self.params: list[lir.KernelParam] = []
         for t in kernel.params:
             self.params.append(lir.KernelParam(f"p_{t.name}", lir.ParamKind.TENSOR, t.name))

@@ -33,6 +33,8 @@ CODES: dict[str, str] = {
              "inputs, k32 for u8, k8 for tf32)",
     "TS035": "a fragment no wgmma can accumulate into (64 x N, N a multiple of 8 up to 256; "
              "f32 or i32)",
+    "TS036": "a construct the target's hardware does not have (`--target gfx942`: TMA, "
+             "mbarriers, named barriers, fences, bulk groups, wgmma, setmaxnreg)",
     "TS040": "a malformed ensures clause (an input on the left, shared memory, a repeated ...",
     "TS041": "an ensures clause that reads outside a tensor for some allowed size and output "
              "element",

@@ -4,11 +4,13 @@ wavefronts: the concrete half of the bank-conflict analysis.
 Why: a site's cost is decided by which lanes of which warp touch which addresses together.
 `evaluate_site` enumerates, at one size assignment and a few blocks, every warp instance of
 the site (lanes in lock-step per loop iteration; iterations cut to a period where
-`bank_sites.period_in` shows one), with each lane's logical coordinate; `costs` places them
-with the interpreter's own shared-memory placement (semantics/smem.py) and counts NVIDIA
-wavefronts (semantics/banks.py); `amd_estimate` gives the CDNA LDS estimate shown as
-evidence. Instances are layout-independent, so a candidate layout is recounted without
-enumerating again (semantics/bank_suggest.py).
+`bank_sites.period_in` shows one), with each lane's logical coordinate; a warp is the
+kernel target's (32 lanes on NVIDIA, a 64-lane wavefront on gfx942); `costs` places them
+with the interpreter's own shared-memory placement (semantics/smem.py) and counts
+wavefronts under the target's bank model (semantics/bank_model.py); `amd_estimate` gives
+the CDNA LDS estimate shown as evidence for an NVIDIA kernel. Instances are layout-
+independent, so a candidate layout is recounted without enumerating again
+(semantics/bank_suggest.py).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import numpy as np
 
 from tilesafe.frontend import ir
 from tilesafe.frontend.span import Span
-from tilesafe.semantics import banks
+from tilesafe.semantics import bank_model, banks
 from tilesafe.semantics.bank_sites import (
     BLOCK,
     CONST,
@@ -74,7 +76,7 @@ class Lane:
 
 @dataclass
 class WarpAccess:
-    """One warp executing the access once, as arrays over its 32 lanes: which lanes take
+    """One warp executing the access once, as arrays over its lanes: which lanes take
     part (`present`), their logical coordinates (`coords`, one row per lane), whether they
     are active with every evaluable guard evaluated (`concrete`), and their loop variables'
     values (`values`). `lanes` gives the same as Lane records (for counterexamples)."""
@@ -108,6 +110,7 @@ class SiteEval:
     out_of_bounds: int
     block_dependent: bool
     size_dependent: bool
+    model: bank_model.BankModel = bank_model.NVIDIA  # the target's warp and banks
 
 
 def where(span: Span) -> str:
@@ -202,7 +205,9 @@ def evaluate_site(kernel: ir.Kernel, site: Site, lets: Mapping[int, ir.Expr],
     budget = [MAX_LANE_EVALS]
     env = LaneEnv(sizes)
     env.thread = threads
-    warps = threads // 32
+    model = bank_model.for_target(kernel.target)
+    nl = model.lanes  # lanes of the target's warp (wavefront)
+    warps = threads // nl
 
     def leaf(ci: int, active: np.ndarray, iters: tuple[int, ...],
              values: tuple[np.ndarray, ...]) -> None:
@@ -225,14 +230,14 @@ def evaluate_site(kernel: ir.Kernel, site: Site, lets: Mapping[int, ir.Expr],
                 if values else np.zeros((len(threads), 0), np.int64))
         for w in np.unique(warps[active]):
             rows = np.flatnonzero(active & (warps == w))
-            lanes = threads[rows] % 32
-            present = np.zeros(32, bool)
+            lanes = threads[rows] % nl
+            present = np.zeros(nl, bool)
             present[lanes] = True
-            c32 = np.zeros((32, coords.shape[1]), np.int64)
+            c32 = np.zeros((nl, coords.shape[1]), np.int64)
             c32[lanes] = coords[rows]
-            k32 = np.zeros(32, bool)
+            k32 = np.zeros(nl, bool)
             k32[lanes] = concrete[rows]
-            v32 = np.zeros((32, vals.shape[1]), np.int64)
+            v32 = np.zeros((nl, vals.shape[1]), np.int64)
             v32[lanes] = vals[rows]
             instances.append(WarpAccess(ci, int(w), iters, present, c32, k32, v32))
 
@@ -275,7 +280,7 @@ def evaluate_site(kernel: ir.Kernel, site: Site, lets: Mapping[int, ir.Expr],
             walk(ci, 0, everyone, (), ())
     instances.sort(key=lambda x: (x.context, x.warp, x.iteration))
     return SiteEval(site, instances, contexts, plans, data_guards, context_guards, truncated,
-                    oob[0], corners, size_dep)
+                    oob[0], corners, size_dep, model)
 
 
 # ---- costing under a placement ----------------------------------------------------------
@@ -283,8 +288,12 @@ def evaluate_site(kernel: ir.Kernel, site: Site, lets: Mapping[int, ir.Expr],
 
 @dataclass(frozen=True)
 class Cost:
+    """An instance's count; `merged`: under the model's lower-bound count (every lane pair
+    touching one dword merged; the same count on NVIDIA)."""
+
     inst: WarpAccess
     report: banks.BankReport
+    merged: bool = False
 
 
 def _addresses(inst: WarpAccess, place: Placement, concrete: bool) -> list[int | None]:
@@ -292,7 +301,7 @@ def _addresses(inst: WarpAccess, place: Placement, concrete: bool) -> list[int |
     placement's slot table, for all lanes at once."""
     take = inst.present & inst.concrete if concrete else inst.present
     if not take.any():
-        return [None] * banks.NVIDIA_WARP
+        return [None] * len(take)
     flat = inst.coords @ np.asarray(place.strides, dtype=np.int64)
     addrs = _slots(place)[np.where(take, flat, 0)] * place.elem_bytes
     return [int(a) if t else None for a, t in zip(addrs, take, strict=True)]
@@ -327,31 +336,32 @@ def _shifted(addrs: Sequence[int | None]) -> tuple[int | None, ...]:
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _nvidia(addrs: tuple[int | None, ...], width: int) -> banks.BankReport:
-    return banks.wavefronts_nvidia(addrs, width)
-
-
-@functools.lru_cache(maxsize=1 << 16)
 def _amd_cost(addrs: tuple[int | None, ...], width: int, op: Op, arch: banks.AmdArch
               ) -> banks.BankReport:
     return banks.wavefronts_amd_lds(addrs, width, op, arch)
 
 
-def costs(ev: SiteEval, place: Placement, concrete: bool) -> list[Cost]:
-    """Cost of every instance. A report's `worst` may describe a shifted copy of the
-    instance's addresses; use `recount_real` for the real ones."""
+def costs(ev: SiteEval, place: Placement, concrete: bool, merged: bool = False
+          ) -> list[Cost]:
+    """Cost of every instance under the site's bank model: its upper-bound count, or with
+    `merged` its lower-bound count (semantics/bank_model.py). A report's `worst` may
+    describe a shifted copy of the instance's addresses; use `recount_real` for the real
+    ones."""
     width = place.elem_bytes
+    count = ev.model.cost_merged if merged else ev.model.cost
     out = []
     for inst in ev.instances:
         addrs = _addresses(inst, place, concrete)
         if any(a is not None for a in addrs):
-            out.append(Cost(inst, _nvidia(_shifted(addrs), width)))
+            out.append(Cost(inst, count(_shifted(addrs), width, ev.site.op), merged))
     return out
 
 
-def recount_real(cost: Cost, place: Placement, concrete: bool) -> Cost:
-    addrs = _addresses(cost.inst, place, concrete)
-    return Cost(cost.inst, banks.wavefronts_nvidia(addrs, place.elem_bytes))
+def recount_real(cost: Cost, place: Placement, concrete: bool,
+                 model: bank_model.BankModel = bank_model.NVIDIA, op: str = "read") -> Cost:
+    addrs = tuple(_addresses(cost.inst, place, concrete))
+    count = model.cost_merged if cost.merged else model.cost
+    return Cost(cost.inst, count(addrs, place.elem_bytes, op), cost.merged)
 
 
 def worst_cost(costs: Sequence[Cost]) -> Cost | None:

@@ -55,9 +55,11 @@ def affine_strides(place: Placement) -> tuple[int, ...] | None:
 
 def invariant(kernel: ir.Kernel, indices: tuple[ir.Expr, ...], loops: tuple[ir.For, ...],
               role: ir.Role | None, lets: Mapping[int, ir.Expr], place: Placement,
-              timeout_ms: int) -> tuple[bool, str]:
+              timeout_ms: int, lanes: int = 32) -> tuple[bool, str]:
     """(True, how) when every warp access of the site costs what one does; else (False,
-    why not)."""
+    why not). `lanes`: of the target's warp (64 for a CDNA3 wavefront; the argument is the
+    same: its banks are words mod 32 as well, and a uniform shift keeps which lanes share a
+    word or an address)."""
     from tilesafe.semantics.parametric import Enc
 
     strides = affine_strides(place)
@@ -71,8 +73,8 @@ def invariant(kernel: ir.Kernel, indices: tuple[ir.Expr, ...], loops: tuple[ir.F
             shared: dict = {}
             enc = Enc(kernel, holder, suffix, shared)  # type: ignore[arg-type]
             w, lane = z3.Int("w" + suffix), z3.Int("lane")
-            cons = [*enc.where(), lane >= 0, lane < 32, w >= 0, 32 * w >= lo_t,
-                    32 * w + 32 <= hi_t]
+            cons = [*enc.where(), lane >= 0, lane < lanes, w >= 0, lanes * w >= lo_t,
+                    lanes * w + lanes <= hi_t]
             for axis, n in zip(("x", "y", "z"), kernel.grid, strict=False):
                 b = z3.Int(f"block.{axis}{suffix}")
                 shared[f"block.{axis}"] = b
@@ -89,7 +91,7 @@ def invariant(kernel: ir.Kernel, indices: tuple[ir.Expr, ...], loops: tuple[ir.F
                 return place.elem_bytes * sum(s * enc.term(i)
                                               for s, i in zip(strides, indices, strict=True))
 
-            a0, al = addr(32 * w), addr(32 * w + lane)
+            a0, al = addr(lanes * w), addr(lanes * w + lane)
             copies.append((cons, a0, al))
     except (ValueError, KeyError):
         return False, "an index has no quasi-affine form (it reads memory or a variable)"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from tilesafe.frontend import ir
 from tilesafe.frontend.walk import statements
-from tilesafe.semantics import banks, swizzle_synth
+from tilesafe.semantics import bank_model, swizzle_synth
 from tilesafe.semantics.bank_eval import SiteEval, WarpAccess, costs, where, worst_cost
 from tilesafe.semantics.bank_sites import Site
 from tilesafe.semantics.interp_error import InterpError
@@ -41,6 +41,7 @@ class Suggester:
         self.kernel, self.sites, self.evals = kernel, sites, evals
         self.placements, self.timeout_ms = placements, timeout_ms
         self.suggestions: dict[str, tuple[Suggestion | None, str]] = {}
+        self.model = bank_model.for_target(kernel.target)  # whose banks the fix is for
 
     def suggest(self, buffer: str) -> tuple[Suggestion | None, str]:
         if buffer not in self.suggestions:
@@ -99,11 +100,11 @@ class Suggester:
         for family in ("cute", "rowxor"):
             chosen = list(initial)
             for _ in range(SYNTH_ROUNDS):
-                tile, patterns = _synth_problem(buf, chosen)
+                tile, patterns = _synth_problem(buf, chosen, self.model.lanes)
                 if tile is None:
                     return None, "No layout suggestion: the accesses do not fit the synthesiser."
                 try:
-                    res = swizzle_synth.synthesize(tile, patterns, family, "nvidia",
+                    res = swizzle_synth.synthesize(tile, patterns, family, self.model.synth,
                                                    self.timeout_ms)
                 except (ValueError, AssertionError) as err:
                     notes.append(f"{family}: {err}")
@@ -170,7 +171,8 @@ def _tma_buffer(kernel: ir.Kernel, buffer: str) -> bool:
                for s in statements(kernel.body))
 
 
-def _synth_problem(buf: ir.SharedBuffer, chosen: Sequence[tuple[SiteEval, WarpAccess]]
+def _synth_problem(buf: ir.SharedBuffer, chosen: Sequence[tuple[SiteEval, WarpAccess]],
+                   lanes: int = 32
                    ) -> tuple[swizzle_synth.Tile | None, list[swizzle_synth.AccessPattern]]:
     """The buffer's last two dims as a row-major tile, and the chosen warp instances (bound
     evaluation) as access patterns, one per site, deduplicated."""
@@ -190,7 +192,7 @@ def _synth_problem(buf: ir.SharedBuffer, chosen: Sequence[tuple[SiteEval, WarpAc
         table = [dict(k) for k in seen]
 
         def coords(lane: int, it: int, table: list[dict] = table) -> tuple[int, int] | None:
-            rc = table[it].get(lane) if lane < banks.NVIDIA_WARP else None
+            rc = table[it].get(lane) if lane < lanes else None
             return None if rc is None else (int(rc[0]), int(rc[1]))
 
         patterns.append(swizzle_synth.AccessPattern(

@@ -96,9 +96,10 @@ def check_memory(kernel: ir.Kernel, shapes: Mapping[str, tuple[int, ...]],
         plan = plan_shared(kernel.shared)
         used = max(p.base + p.nbytes for p in plan.placements.values()) - min(
             p.base for p in plan.placements.values())
-        if used > MAX_SHARED_BYTES:
+        most = min(MAX_SHARED_BYTES, kernel.target.max_shared)  # gfx942: 64 KiB of LDS
+        if used > most:
             raise InterpError(SMEM_CAPACITY, f"the buffers need {used} bytes of shared memory; "
-                              f"a Hopper block may use at most {MAX_SHARED_BYTES}",
+                              f"a block may use at most {most} on {kernel.target.name}",
                               kernel.span, {"bytes": used})
 
 

@@ -27,9 +27,10 @@ class UsageError(ValueError):
 # ---- loading and linting -------------------------------------------------------------------
 
 
-def load(path: str | Path) -> ir.Program:
-    """Parse and resolve a .tsk file (raises DiagnosticError with every problem found)."""
-    return load_program(path)
+def load(path: str | Path, target: str | None = None) -> ir.Program:
+    """Parse and resolve a .tsk file for `target` (None: sm_90a; frontend/target.py) (raises
+    DiagnosticError with every problem found)."""
+    return load_program(path, target=target)
 
 
 def layout_diagnostics(program: ir.Program) -> list[Diagnostic]:
@@ -62,19 +63,21 @@ def spec_diagnostics(program: ir.Program) -> list[Diagnostic]:
     return diags
 
 
-def lint(path: str | Path, text: str | None = None) -> list[Diagnostic]:
+def lint(path: str | Path, text: str | None = None,
+         target: str | None = None) -> list[Diagnostic]:
     """Every problem the frontend, the layout calculus and the spec bounds find in a file
     (empty: clean); `text` stands for the file's contents (standard input)."""
     try:
-        program = load_program(path, text)
+        program = load_program(path, text, target)
     except DiagnosticError as err:
         return list(err.diagnostics)
     return layout_diagnostics(program) + spec_diagnostics(program)
 
 
-def checked_program(path: str | Path, text: str | None = None) -> ir.Program:
+def checked_program(path: str | Path, text: str | None = None,
+                    target: str | None = None) -> ir.Program:
     """`load`, then require a clean `lint` (raises DiagnosticError otherwise)."""
-    program = load_program(path, text)
+    program = load_program(path, text, target)
     diags = [d for d in layout_diagnostics(program) + spec_diagnostics(program)
              if d.severity == "error"]
     if diags:
@@ -108,10 +111,10 @@ def verify_kernel(kernel: ir.Kernel, options: Any = None,
 
 
 def verify(path: str | Path, options: Any = None,
-           only: Sequence[str] | None = None) -> list[Obligation]:
+           only: Sequence[str] | None = None, target: str | None = None) -> list[Obligation]:
     """Every proof obligation of every kernel of a file (raises DiagnosticError if the file
     does not lint clean)."""
-    program = checked_program(path)
+    program = checked_program(path, target=target)
     out: list[Obligation] = []
     for kernel in program.kernels:
         out.extend(verify_kernel(kernel, options, only))
@@ -168,7 +171,7 @@ SCHEDULES = ("lockstep", "random", "pct")
 
 def run_detailed(path: str | Path, sizes: Mapping[str, int] | str, seed: int = 0,
                  kernel: str | None = None, inputs_kind: str = "random",
-                 schedule: str = "lockstep") -> RunRecord:
+                 schedule: str = "lockstep", target: str | None = None) -> RunRecord:
     """Interpret one kernel on random inputs drawn from `seed` (`inputs_kind` "distinct":
     the pairwise distinct float inputs `equiv` and the value checker run on, so that their
     distinguishing launches can be replayed). Raises DiagnosticError for a bad file,
@@ -178,7 +181,7 @@ def run_detailed(path: str | Path, sizes: Mapping[str, int] | str, seed: int = 0
 
     if isinstance(sizes, str):
         sizes = parse_sizes(sizes)
-    program = checked_program(path)
+    program = checked_program(path, target=target)
     k = select_kernel(program, kernel)
     from tilesafe.semantics import interp
     interp.check_where(k, dict(sizes))  # InterpError TS200: sizes missing, unknown or bad
@@ -250,6 +253,10 @@ def compile_kernel(program: ir.Program, kernel: str | None = None, *,
         return CompileResult(k, None, obligations, failing)
     banner = unverified_banner([f"{o.code or '-'} {o.name}" for o in failing]) \
         if unverified and failing else ""
+    if k.target.is_amd:  # HIP C++; the translation validator reads PTX only
+        from tilesafe.codegen.hip_compile import compile_hip
+
+        return CompileResult(k, compile_hip(k, program.path, banner), obligations, failing)
     compiled = generate(k, program.path, banner)
     validation: tuple[Obligation, ...] = ()
     if validate:
@@ -260,10 +267,12 @@ def compile_kernel(program: ir.Program, kernel: str | None = None, *,
 
 
 def compile(path: str | Path, kernel: str | None = None, *, unverified: bool = False,
-            options: Any = None, validate: bool = True) -> CompileResult:
-    """`tilesafe compile`: load, lint, verify, generate, validate."""
-    return compile_kernel(checked_program(path), kernel, unverified=unverified,
-                          options=options, validate=validate)
+            options: Any = None, validate: bool = True,
+            target: str | None = None) -> CompileResult:
+    """`tilesafe compile`: load, lint, verify, generate, validate (PTX for sm_90a; HIP C++
+    for gfx942, codegen/hip.py)."""
+    return compile_kernel(checked_program(path, target=target), kernel,
+                          unverified=unverified, options=options, validate=validate)
 
 
 @dataclass(frozen=True)

@@ -104,7 +104,7 @@ def _cmd_lint(args: argparse.Namespace, out: _Out) -> int:
     inputs = _inputs(args.files, out.stdin)
     all_diags: list[Diagnostic] = []
     for path, text in inputs:
-        all_diags.extend(api.lint(path, text))
+        all_diags.extend(api.lint(path, text, args.target))
     if args.format == "json":
         out.json([diagnostic_record(d) for d in all_diags])
     else:
@@ -172,9 +172,13 @@ def _cmd_run(args: argparse.Namespace, out: _Out) -> int:
         if args.device == "gpu":
             if args.inputs != "random":
                 raise _Usage("--inputs distinct runs on the interpreter only")
+            if args.target not in (None, "sm_90a"):
+                raise _Usage(f"--device gpu runs PTX on an NVIDIA GPU; {args.target} HIP "
+                             "runs through tests/gpu/build_hip_cases.py (docs/codegen.md)")
             return _run_gpu(args, out, sizes)
         rec = api.run_detailed(args.file, sizes, seed=args.seed, kernel=args.kernel,
-                               inputs_kind=args.inputs, schedule=args.schedule)
+                               inputs_kind=args.inputs, schedule=args.schedule,
+                               target=args.target)
     except DiagnosticError:
         raise
     except Exception as err:  # the interpreter's InterpError: the kernel failed at run time
@@ -286,7 +290,7 @@ def _cmd_compile(args: argparse.Namespace, out: _Out) -> int:
     from tilesafe import api
     from tilesafe.proofs import report
 
-    res = api.compile(args.file, args.kernel, unverified=args.unverified)
+    res = api.compile(args.file, args.kernel, unverified=args.unverified, target=args.target)
     if res.refused:
         entries = [report.Entry(args.file, res.kernel.name, o) for o in res.failing]
         if args.format == "json":
@@ -301,7 +305,7 @@ def _cmd_compile(args: argparse.Namespace, out: _Out) -> int:
                      f"{len(res.failing)} obligation(s) not proved (--unverified emits "
                      "anyway)")
         return FAILED
-    ptx = res.compiled.ptx
+    ptx = getattr(res.compiled, "hip", None) or res.compiled.ptx  # --target gfx942: HIP C++
     failed_validation = [o for o in res.validation if o.failed]
     # PTX that translation validation did not prove is not handed out as a result (it may
     # still be wanted for experiments: --unverified writes it, as for unproved kernels)
@@ -448,14 +452,21 @@ def verify_entries(args: argparse.Namespace, out: _Out, recorder: Any = None
     if jobs < 1:
         raise _Usage(f"--jobs must be at least 1, got {jobs}")
     shown = _Progress(out.err, len(files))
+    if getattr(args, "dask", None):  # the files as tasks of a Dask cluster
+        if recorder is not None:
+            raise _Usage("--dask does not combine with --certificates (the recording needs "
+                         "every search in this process)")
+        return _verify_dask(files, only, options, args.dask, jobs, shown)
     results: list[tuple[list[Any], list[Diagnostic], int]]
     if jobs > 1 and recorder is None and len(files) > 1:
-        results = _verify_parallel(files, only, options, jobs, shown)
+        results = _verify_parallel(files, only, options, jobs, shown,
+                                   getattr(args, "target", None))
     else:
         results = []
         for path, text in files:
             start = time.monotonic()
-            results.append(verify_file(path, text, only, options, recorder))
+            results.append(verify_file(path, text, only, options, recorder,
+                                       getattr(args, "target", None)))
             shown.done(path, time.monotonic() - start)
     shown.close()
     entries = [e for r in results for e in r[0]]
@@ -464,13 +475,14 @@ def verify_entries(args: argparse.Namespace, out: _Out, recorder: Any = None
 
 
 def verify_file(path: str, text: str | None, only: tuple[str, ...] | None, options: Any,
-                recorder: Any = None) -> tuple[list[Any], list[Diagnostic], int]:
+                recorder: Any = None, target: str | None = None
+                ) -> tuple[list[Any], list[Diagnostic], int]:
     """One file: its entries, its diagnostics if it does not load, and 1 if it did."""
     from tilesafe import api
     from tilesafe.proofs import report
 
     try:
-        program = api.checked_program(path, text)
+        program = api.checked_program(path, text, target)
     except DiagnosticError as err:
         return [], list(err.diagnostics), 0
     entries = []
@@ -492,13 +504,14 @@ def _verify_task(task: tuple, progress: Any) -> tuple[list[Any], list[Diagnostic
 
 
 def _verify_parallel(files: list[tuple[str, str | None]], only: tuple[str, ...] | None,
-                     options: Any, jobs: int, shown: _Progress
+                     options: Any, jobs: int, shown: _Progress,
+                     target: str | None = None
                      ) -> list[tuple[list[Any], list[Diagnostic], int]]:
     """Files in worker processes (tilesafe/mutation/pool.py: a worker that crashes is an
     internal error, as it would be in this process)."""
     from tilesafe.mutation.pool import run_tasks
 
-    tasks = [(path, text, only, options) for path, text in files]
+    tasks = [(path, text, only, options, None, target) for path, text in files]
     results: list[Any] = [None] * len(tasks)
     for outcome in run_tasks(_verify_task, tasks, jobs, WORKER_LIMIT_S):
         if outcome.status != "ok":
@@ -507,6 +520,28 @@ def _verify_parallel(files: list[tuple[str, str | None]], only: tuple[str, ...] 
         results[outcome.index] = outcome.value
         shown.done(files[outcome.index][0], outcome.seconds)
     return results
+
+
+def _verify_dask(files: list[tuple[str, str | None]], only: tuple[str, ...] | None,
+                 options: Any, address: str, jobs: int, shown: _Progress
+                 ) -> tuple[list[Any], list[Diagnostic], int]:
+    """`verify_entries` with the files verified on a Dask cluster (mutation/dask_engine.py;
+    "local": a LocalCluster of --jobs workers, at least 2). Results in the inputs' order,
+    the same as a local run's."""
+    from tilesafe.mutation.dask_engine import DaskEngine
+
+    tasks = [(path, text, only, options) for path, text in files]
+    results: list[Any] = [None] * len(tasks)
+    with DaskEngine(address, max(2, jobs)) as engine:
+        for outcome in engine.run_tasks(_verify_task, tasks, jobs, WORKER_LIMIT_S):
+            if outcome.status != "ok":
+                raise RuntimeError(f"verifying {files[outcome.index][0]} failed on a Dask "
+                                   f"worker ({outcome.status}): {outcome.error}")
+            results[outcome.index] = outcome.value
+            shown.done(files[outcome.index][0], outcome.seconds)
+    shown.close()
+    return ([e for r in results for e in r[0]], [d for r in results for d in r[1]],
+            sum(r[2] for r in results))
 
 
 class _Progress:
@@ -630,6 +665,14 @@ def _add_budgets(p: argparse.ArgumentParser) -> None:
                    help="per solver/ISL query (default 10000); past it: unknown")
 
 
+def _add_target(p: argparse.ArgumentParser) -> None:
+    from tilesafe.frontend.target import TARGETS
+
+    p.add_argument("--target", choices=tuple(TARGETS), default=None,
+                   help="the GPU the kernel is for: sm_90a (NVIDIA Hopper, the default) or "
+                        "gfx942 (AMD CDNA3, MI300; frontend/target.py)")
+
+
 def _add_selection(p: argparse.ArgumentParser) -> None:
     from tilesafe.checkers.registry import CHECKERS
 
@@ -658,6 +701,7 @@ def _parser() -> argparse.ArgumentParser:
                           description="Parse, type-check and realise every shared layout.")
     _add_files(lint)
     _add_format(lint, ("text", "json"))
+    _add_target(lint)
 
     run = sub.add_parser("run", help="interpret a kernel on random inputs",
                          description="Interpret a kernel on random inputs (or run it on "
@@ -678,6 +722,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="random (default), or pairwise distinct float inputs: those "
                           "`equiv` and the value checker run on, to replay their launches")
     _add_format(run, ("text", "json"))
+    _add_target(run)
     run.add_argument("--device", choices=("interp", "gpu"), default="interp",
                      help="where to run: the reference interpreter (default) or the GPU "
                           "(compiles through the verification gate first)")
@@ -698,6 +743,7 @@ def _parser() -> argparse.ArgumentParser:
     comp.add_argument("--unverified", action="store_true",
                       help="emit even if some obligation is not proved (with a banner)")
     _add_format(comp, ("text", "json"))
+    _add_target(comp)
 
     fmt = sub.add_parser("fmt", help="rewrite files in canonical style",
                          description="Rewrite files in the canonical style (comments kept; "
@@ -719,6 +765,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="also print every proved obligation (one line per temporal "
                              "exploration)")
     _add_selection(verify)
+    _add_target(verify)
     verify.add_argument("--certificates", metavar="DIR",
                         help="write each obligation's evidence in checkable form to DIR "
                              "(SMT-LIB 2, ISL and linear integer arithmetic, state graphs); "
@@ -727,6 +774,7 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
                         help="verify files in N worker processes (default 1; not with "
                              "--certificates, whose recording needs one process)")
+    _add_dask(verify, "verify the files")
 
     check = sub.add_parser("check-certificates",
                            help="re-check certificates written by verify --certificates",
@@ -764,7 +812,16 @@ def _parser() -> argparse.ArgumentParser:
     from tilesafe.mutation.command import add_parser as add_mutate
 
     add_mutate(sub)
+    _add_dask(sub.choices["mutate"], "classify the mutants")
     return p
+
+
+def _add_dask(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--dask", metavar="ADDRESS|local",
+                   help=f"{what} on a Dask distributed cluster: the scheduler's address "
+                        "(tcp://host:8786), or `local` for a LocalCluster of --jobs workers; "
+                        "same results as a local run (needs the `distributed` extra; "
+                        "docs/mutation.md)")
 
 
 def _cmd_equiv(args: argparse.Namespace, out: _Out) -> int:
