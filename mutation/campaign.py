@@ -172,10 +172,13 @@ def _from_outcome(m: Mutant, outcome: Any, timeout_s: float) -> dict[str, Any]:
     return rec
 
 
-def verify_originals(files: Sequence[str], settings: Settings, jobs: int
+def verify_originals(files: Sequence[str], settings: Settings, jobs: int, engine: Any = None
                      ) -> dict[str, dict[str, Any]]:
-    """Every original's verification summary (a timeout or crash becomes an `error` entry)."""
+    """Every original's verification summary (a timeout or crash becomes an `error` entry).
+    `engine`: where tasks run (pool.py's interface; default local processes)."""
     from tilesafe.mutation import pool, worker
+
+    pool = engine or pool
 
     tasks = [{"kind": "original", "path": f, "settings": dataclasses.asdict(settings)}
              for f in files]
@@ -223,13 +226,15 @@ def environment() -> dict[str, Any]:
 
 
 def run_plan(plan: Plan, settings: Settings, jobs: int,
-             log: Callable[[str], None] | None = None) -> Result:
+             log: Callable[[str], None] | None = None, engine: Any = None) -> Result:
     """Classify a plan's mutants (originals verified first; the mutants of an original that
-    does not verify are not run: a kill would mean nothing)."""
+    does not verify are not run: a kill would mean nothing). `engine`: where the tasks run
+    (pool.py's interface: local processes by default, mutation/dask_engine.py's cluster)."""
     from tilesafe.mutation import pool, worker
 
+    pool = engine or pool
     t0 = time.monotonic()
-    originals = verify_originals(plan.files, settings, jobs)
+    originals = verify_originals(plan.files, settings, jobs, pool)
     bad = {f for f, v in originals.items() if "error" in v or v.get("n_refuted")}
     for f in sorted(bad):
         if log:

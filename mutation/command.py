@@ -132,8 +132,16 @@ def run(args: argparse.Namespace, out: Any) -> int:
         return OK
     settings = Settings(timeout_s=args.timeout, query_timeout_ms=args.query_timeout,
                         max_states=args.max_states, sizes=args.sizes, seeds=args.seeds)
-    log(f"classifying {len(plan.chosen)} mutants with {args.jobs} job(s)")
-    result = campaign.run_plan(plan, settings, args.jobs, log)
+    if getattr(args, "dask", None):  # a Dask cluster runs the tasks (mutation/dask_engine.py)
+        from tilesafe.mutation.dask_engine import DaskEngine
+
+        with DaskEngine(args.dask, args.jobs) as engine:
+            log(f"classifying {len(plan.chosen)} mutants on Dask ({args.dask}, "
+                f"{engine.workers()} workers)")
+            result = campaign.run_plan(plan, settings, args.jobs, log, engine)
+    else:
+        log(f"classifying {len(plan.chosen)} mutants with {args.jobs} job(s)")
+        result = campaign.run_plan(plan, settings, args.jobs, log)
     _emit(args, out, report.render(result, args.format))
     return _status(result)
 

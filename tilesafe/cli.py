@@ -456,7 +456,8 @@ def verify_entries(args: argparse.Namespace, out: _Out, recorder: Any = None
         if recorder is not None:
             raise _Usage("--dask does not combine with --certificates (the recording needs "
                          "every search in this process)")
-        return _verify_dask(files, only, options, args.dask, jobs, shown)
+        return _verify_dask(files, only, options, args.dask, jobs, shown,
+                            getattr(args, "target", None))
     results: list[tuple[list[Any], list[Diagnostic], int]]
     if jobs > 1 and recorder is None and len(files) > 1:
         results = _verify_parallel(files, only, options, jobs, shown,
@@ -523,16 +524,16 @@ def _verify_parallel(files: list[tuple[str, str | None]], only: tuple[str, ...] 
 
 
 def _verify_dask(files: list[tuple[str, str | None]], only: tuple[str, ...] | None,
-                 options: Any, address: str, jobs: int, shown: _Progress
-                 ) -> tuple[list[Any], list[Diagnostic], int]:
+                 options: Any, address: str, jobs: int, shown: _Progress,
+                 target: str | None = None) -> tuple[list[Any], list[Diagnostic], int]:
     """`verify_entries` with the files verified on a Dask cluster (mutation/dask_engine.py;
-    "local": a LocalCluster of --jobs workers, at least 2). Results in the inputs' order,
+    "local": a LocalCluster of --jobs workers). Results in the inputs' order,
     the same as a local run's."""
     from tilesafe.mutation.dask_engine import DaskEngine
 
-    tasks = [(path, text, only, options) for path, text in files]
+    tasks = [(path, text, only, options, None, target) for path, text in files]
     results: list[Any] = [None] * len(tasks)
-    with DaskEngine(address, max(2, jobs)) as engine:
+    with DaskEngine(address, jobs) as engine:
         for outcome in engine.run_tasks(_verify_task, tasks, jobs, WORKER_LIMIT_S):
             if outcome.status != "ok":
                 raise RuntimeError(f"verifying {files[outcome.index][0]} failed on a Dask "
