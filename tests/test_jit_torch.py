@@ -117,3 +117,12 @@ kernel bump(x: inout global f32[N])
     assert torch.equal(k.torch_op()(x), torch.ones(10)) and torch.equal(x, torch.zeros(10))
     k(x)  # the plain call updates in place
     assert torch.equal(x, torch.ones(10))
+
+
+def test_the_example_module_runs(capsys, monkeypatch, cache):
+    import runpy
+
+    monkeypatch.setenv("TILESAFE_CACHE_DIR", str(cache))
+    runpy.run_path(str(ROOT / "examples" / "torch_module.py"), run_name="__main__")
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 2 and all("eager exact True, compiled exact True" in s for s in lines)
