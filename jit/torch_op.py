@@ -18,6 +18,7 @@ from typing import Any
 from tilesafe.frontend import ir
 
 _LIBRARIES: list[Any] = []  # a Library object unregisters its ops when collected
+_OPS: dict[str, Any] = {}  # name -> op: a second JitKernel of the same build reuses it
 
 
 def signature(kernel: ir.Kernel) -> tuple[list[str], list[str], list[str]]:
@@ -60,12 +61,18 @@ def _sym(e: ir.Expr, sizes: Mapping[str, Any]) -> Any:
 
 def register(k: Any, name: str | None = None) -> Any:
     """Register `k` (a JitKernel) as `torch.ops.tilesafe.NAME` and return the op.
-    Default NAME: the kernel's name and 8 hex digits of its source's hash (two files may
-    hold kernels of one name)."""
+    Default NAME: the kernel's name and 8 hex digits of a hash of its source, device and
+    gate (two files may hold kernels of one name); a JitKernel made again from the same
+    source with the same settings gets the op already registered (it computes the same)."""
+    import hashlib
+
     import torch
 
     kernel: ir.Kernel = k.kernel
-    opname = name or f"{kernel.name}_{k.source.sha[:8]}"
+    salt = f"{k.source.sha}:{kernel.name}:{k.device}:{k.unverified}".encode()
+    opname = name or f"{kernel.name}_{hashlib.sha256(salt).hexdigest()[:8]}"
+    if opname in _OPS:
+        return _OPS[opname]
     inputs, sizes, outputs = signature(kernel)
     dtypes = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32,
               "i32": torch.int32, "u8": torch.uint8}
@@ -100,4 +107,5 @@ def register(k: Any, name: str | None = None) -> Any:
     lib.impl(opname, real, "CompositeExplicitAutograd")
     torch.library.register_fake(f"tilesafe::{opname}", fake, lib=lib)
     _LIBRARIES.append(lib)
-    return getattr(torch.ops.tilesafe, opname).default
+    _OPS[opname] = getattr(torch.ops.tilesafe, opname).default
+    return _OPS[opname]
