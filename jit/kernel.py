@@ -13,6 +13,7 @@ some later call), while a variant that no call selects should cost nothing.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import warnings
 from collections.abc import Mapping
@@ -66,7 +67,12 @@ class Source:
                                        Span(str(path), 1, 1, 1, 1))]) from None
 
 
-_UNSET = object()
+@functools.lru_cache(maxsize=1)
+def _gpu_unavailable() -> str | None:
+    """Why no GPU can be used (None: one can), asked of the driver once per process."""
+    from tilesafe.gpu.driver import unavailable_reason
+
+    return unavailable_reason()
 
 
 class JitKernel:
@@ -106,8 +112,9 @@ class JitKernel:
 
     def _key(self, variant: Variant | None) -> CacheKey:
         import tilesafe
+        from tilesafe.frontend.ir_text import expr_text
 
-        facts = tuple(variant.describe().split(", ")) if variant is not None else ()
+        facts = tuple(expr_text(f) for f in variant.facts) if variant is not None else ()
         return CacheKey(self.source.sha, self.kernel.name, facts, self.unverified,
                         repr(self.options), tilesafe.__version__, code_fingerprint())
 
@@ -202,9 +209,7 @@ class JitKernel:
         if cuda:
             device = infos[cuda[0]].device
             return "direct", int(device.split(":")[1]) if ":" in device else 0
-        from tilesafe.gpu.driver import unavailable_reason
-
-        why = unavailable_reason()
+        why = _gpu_unavailable()
         if why is None:
             return "host", 0
         if self.device == "gpu":
