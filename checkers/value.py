@@ -11,7 +11,9 @@ Verdicts, per clause:
   element of the output written exactly once, TS211/TS212; no shared read of unwritten
   memory and no race, TS302-TS306; the TMA arrangement equals the buffer layout, TS520;
   mbarrier phases and byte counts, TS404/TS407; no named barrier arrived at twice in one
-  phase, TS412), so it holds when they are proved too, which `verify` requires anyway. The
+  phase, TS412; with tensor cores: no register touched under a pending MMA, TS308, and
+  one tile per warpgroup, TS531/TS532), so it holds when they are proved too, which
+  `verify` requires anyway. The
   interpreter is not run on a proved clause (the tests cross-check proofs against it);
 * refuted (TS801-TS804) -- a launch where an output element differs from the spec, with
   sizes, seed, input profile, the element, what it holds, what the spec asks for and which
@@ -33,6 +35,7 @@ import islpy as isl
 from tilesafe.checkers.obligation import Obligation, Severity, Verdict
 from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend import ir
+from tilesafe.frontend.walk import first_tensor_core
 from tilesafe.semantics import spec_refute, valueflow
 from tilesafe.semantics.value_exec import Unsupported
 
@@ -45,6 +48,15 @@ DEPENDS_ON = ("TS211/TS212 every output element written exactly once (access)",
               "TS520 TMA arrangement equals the buffer layout (tma)",
               "TS404/TS407 each wait waits for its phase, byte counts match (barrier)",
               "TS412 no class arrives twice in one phase of a named barrier (barrier)")
+# A kernel with tensor cores: fragment registers are read as the MMAs left them, each MMA
+# reads its stages while the ring still holds them, one tile and scale-d per warpgroup.
+MMA_DEPENDS_ON = ("TS308 no fragment register read or written while a wgmma into it may "
+                  "be pending (ownership)",
+                  "TS303/TS305 no stage refilled or released while a wgmma may still read it "
+                  "(ownership)",
+                  "TS301 thread-written wgmma operands fenced for the async proxy (ownership)",
+                  "TS531/TS532 one tile and scale-d per warpgroup, run by whole warpgroups "
+                  "(mma)")
 
 
 def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:
@@ -94,9 +106,10 @@ def _name(kernel: ir.Kernel, spec: ir.Ensures) -> str:
 
 
 def _proved(kernel: ir.Kernel, spec: ir.Ensures, proof: valueflow.Proof) -> Obligation:
+    depends = DEPENDS_ON + (MMA_DEPENDS_ON if first_tensor_core(kernel) else ())
     evidence = {"writes_compared": proof.writes, "shared_buffers_resolved":
                 list(proof.buffers), "value_terms": list(proof.terms),
-                "depends_on": list(DEPENDS_ON)}
+                "depends_on": list(depends)}
     return Obligation(CHECKER, _name(kernel, spec), Verdict.PROVED,
                       "value flow (ISL, every size)", spec.span, seconds=proof.seconds,
                       evidence=evidence)

@@ -224,19 +224,22 @@ def _classify(spec: ir.Ensures, load: ir.Load | None, got: object, want: object,
 
 def _fill_arrived(spec: ir.Ensures, got: object, want: object,
                   arrays: Mapping[str, np.ndarray], kernel: ir.Kernel) -> bool:
-    """Did an out-of-bounds TMA fill arrive where the spec wants data? NaN can only be the
-    NaN fill when no input holds NaN; 0.0 can only be the zero fill when the spec is not a
-    sum (a sum of dropped contributions is 0.0 too, and that is TS803's)."""
-    if not isinstance(got, float) or not any(isinstance(s, ir.TmaLoad)
-                                             for s in walk.statements(kernel.body)):
+    """Did an out-of-bounds TMA fill arrive where the spec wants data? Only a TMA load has
+    a fill, of its tensormap's kind: NaN can only be a NaN fill when no input holds NaN (a
+    fragment's poison is NaN too, and that is not a fill); 0.0 can only be the zero fill
+    when the spec is not a sum (a sum of dropped contributions is 0.0 too, and that is
+    TS803's)."""
+    if not isinstance(got, float):
         return False
+    fills = {kernel.tensormap(s.tensormap).oob_fill for s in walk.statements(kernel.body)
+             if isinstance(s, ir.TmaLoad)}
     if isinstance(want, float) and (want != want or want == 0.0):
         return False
     if got != got:
-        return not any(np.isnan(as_float(arrays[t.name], t.dtype)).any()
-                       for t in kernel.params
-                       if t.role.defined_on_entry and t.dtype.is_float)
-    return got == 0.0 and not _has_sum(spec.rhs)
+        return "nan" in fills and not any(np.isnan(as_float(arrays[t.name], t.dtype)).any()
+                                          for t in kernel.params
+                                          if t.role.defined_on_entry and t.dtype.is_float)
+    return got == 0.0 and "zero" in fills and not _has_sum(spec.rhs)
 
 
 def _has_sum(e: ir.Expr) -> bool:

@@ -12,11 +12,13 @@ with the reason and a point where it happens.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import islpy as isl
+import numpy as np
 
 from tilesafe.frontend import ir
-from tilesafe.semantics import fp
+from tilesafe.semantics import evaluate, fp, value_intsum
 from tilesafe.semantics.value_space import NotProved, ValueSpace, zero
 from tilesafe.semantics.value_terms import (
     Accum,
@@ -48,6 +50,19 @@ class Compare:
             why = why[:400] + "..."
         raise NotProved(why, self.s.point(where) if not where.is_empty() else None)
 
+    @contextmanager
+    def fixed(self, writer: Inst) -> Iterator[None]:
+        """Compare under one option of a resolved read: the writer's coordinates are fixed
+        for one output element too (the link determines the writer from the reader), so a
+        sum below must keep them rather than pin them to 0 -- pinned, the link's constraints
+        on them could empty both images and make any two sums look equal."""
+        saved = self.outer
+        self.outer = saved | set(self.s.inst_dims(writer))
+        try:
+            yield
+        finally:
+            self.outer = saved
+
     def equal(self, k: Term, s: Term, ctx: isl.Set, top: bool = False) -> None:
         """Prove k == s on every point of ctx (bit-exact values). `top`: k flows unchanged
         into the output, whose store rounds to its dtype anyway (so rounding to that dtype
@@ -59,7 +74,8 @@ class Compare:
             k, s = _unwrapped(k, bits), _unwrapped(s, bits)
         if isinstance(k, Choice):
             for link, v in k.options:
-                self.equal(v, s, ctx & self.s.link(link), top)
+                with self.fixed(link.writer):
+                    self.equal(v, s, ctx & self.s.link(link), top)
             return
         if isinstance(k, Ite):
             c = self.s.cond(k.cond, k.inst)
@@ -68,7 +84,8 @@ class Compare:
             return
         if isinstance(s, Choice):  # the other side is a kernel too (`tilesafe equiv`)
             for link, v in s.options:
-                self.equal(k, v, ctx & self.s.link(link), top)
+                with self.fixed(link.writer):
+                    self.equal(k, v, ctx & self.s.link(link), top)
             return
         if isinstance(s, Ite):
             self.equal(k, s.then, ctx & self.s.cond(s.cond, s.inst), top)
@@ -92,6 +109,11 @@ class Compare:
                       f"does not", ctx)
         if isinstance(s, SpecSum):
             self.sum(k, s, ctx)
+            return
+        if (isinstance(s, Op) and s.name == "cvt.i32" and isinstance(s.args[0], SpecSum)
+                and not s.args[0].ordered and isinstance(k, Accum)):
+            # an integer accumulation (an s32 wgmma) against `i32(sum(...))` of integers
+            self.sum(k, value_intsum.integer_sum(self.s, s.args[0], ctx), ctx)
             return
         if isinstance(k, Glob) and isinstance(s, Glob):
             if k.tensor != s.tensor:
@@ -231,7 +253,11 @@ class Compare:
         if isinstance(k, Round) and _exact_in(k.arg, k.dtype, self.s.k):
             yield from self.contributions(k.arg, ctx)
             return
-        yield from self.lift(k, ctx)
+        for body, d, extra in self.lift(k, ctx):
+            c = _constant(body)
+            if c is not None and c.bits == 0:
+                continue  # +0.0 (a zero fill times a zero fill): adds nothing
+            yield body, d, extra
 
     def lift(self, k: Term, ctx: isl.Set) -> Iterator[tuple[Term, isl.Set, set[str]]]:
         """k with every resolved read and conditional inside its operations split into
@@ -273,6 +299,10 @@ class Compare:
             if isinstance(inst, Inst):
                 ranging |= set(self.s.inst_dims(inst)) - self.outer
         pinned = frozenset(n for n in self.s.names if n not in ranging and n not in self.outer)
+        for n in pinned:  # pinning a constrained coordinate could empty the image: unsound
+            if dom.involves_dims(isl.dim_type.set, self.s.pos[n], 1):
+                raise NotProved(f"a sum's instances constrain coordinate {n}, which is neither "
+                                "fixed for the output element nor ranging over the sum")
         d = dom & self.s.pinned(pinned)
         outs = [self.s.dim(n) for n in self.s.names if n in self.outer]
         for leaf in _leaves(body):
@@ -293,6 +323,25 @@ class Compare:
         for first, n in reversed(_runs(sorted(self.s.pos[n] for n in pinned))):
             m = m.project_out(isl.dim_type.in_, first, n)
         return m.range(), m.is_injective()
+
+
+_FOLDABLE = ("f32.add", "f32.sub", "f32.mul")
+
+
+def _constant(t: Term) -> Lit | None:
+    """t's value when it is f32 arithmetic on constants only (evaluated as the interpreter
+    does, semantics/evaluate.py), else None."""
+    if isinstance(t, Lit):
+        return t
+    if not (isinstance(t, Op) and t.name in _FOLDABLE):
+        return None
+    args = [_constant(a) for a in t.args]
+    if any(a is None for a in args):
+        return None
+    with np.errstate(all="ignore"):
+        v = np.float32(evaluate.CONCRETE[t.name](*(fp.f32_from_bits(a.bits) for a in args
+                                                    if a is not None)))
+    return Lit(fp.f32_bits(v), float(v))
 
 
 def _runs(positions: list[int]) -> list[tuple[int, int]]:
@@ -345,7 +394,6 @@ def _exact_in(t: Term, dtype: ir.DType, kernel: ir.Kernel) -> bool:
         if t.value != t.value:
             return True
         if dtype is ir.DType.F16:
-            import numpy as np
             return float(np.float16(t.value)) == t.value
         if dtype is ir.DType.BF16:
             return fp.f32_to_bf16_bits(fp.f32_from_bits(t.bits)) << 16 == t.bits

@@ -26,11 +26,12 @@ from tilesafe.frontend import walk as ir_walk
 from tilesafe.frontend.fold import Algebra, fold
 from tilesafe.frontend.ir_build import add as _add
 from tilesafe.frontend.ir_build import const as _int
-from tilesafe.semantics import evaluate, fp
+from tilesafe.semantics import evaluate, fp, value_mma
 from tilesafe.semantics import sync_counts as sc
 from tilesafe.semantics.value_terms import (
     Carried,
     Fold,
+    Frag,
     Glob,
     Inst,
     IntV,
@@ -135,6 +136,7 @@ class Executor:
         self.k = kernel
         self.tag = tag
         self.writes: list[Write] = []
+        self.frag_writes: list[value_mma.FragWrite] = []  # registers (semantics/value_mma.py)
         self.arrivals: list[Arrival] = []
         self.named_uses: list[tuple[ir.NamedBar, Inst]] = []  # every bar_sync / bar_arrive
         self._fresh = -1 - 100_000 * tag  # box coordinates: uids no loop of the IR has
@@ -239,6 +241,15 @@ class Executor:
             self.tma_load(s, ctx)
         elif isinstance(s, ir.TmaStore):
             self.tma_store(s, ctx)
+        elif isinstance(s, ir.Wgmma):
+            if self.k.buffer(s.a.buffer).dtype is ir.DType.F32:
+                raise Unsupported("a tf32 wgmma: the tensor core drops the inputs' low "
+                                  "significand bits, which no spec operation denotes")
+            self.frag_writes += value_mma.mma_writes(self.k, s, ctx.inst(), _waits(ctx),
+                                                     self.fresh_var)
+        elif isinstance(s, ir.FragStore):
+            value = _rounded(self.k.fragment(s.fragment).dtype, self.value(s.value, ctx))
+            self.frag_writes.append(value_mma.store_write(s, value, ctx.inst()))
         # sync, waits, arrivals, fences, inits, bulk groups: ordering only (valueflow.py)
 
     def loop(self, s: ir.For, ctx: _Ctx) -> None:
@@ -264,7 +275,7 @@ class Executor:
         for ch, entry in ctx.counts.items():
             p = per[ch]
             ctx.counts[ch] = None if entry is None or p is None else sc.after_loop(entry, s, p)
-        for w in self.writes:
+        for w in [*self.writes, *self.frag_writes]:
             if any(isinstance(n, Carried) for n in walk(w.value)):
                 raise Unsupported("a store inside a loop writes a value carried from the "
                                   "previous iteration")
@@ -370,6 +381,8 @@ class KernelTerms(TermAlgebra):
             if e.uid not in ctx.vals:
                 raise Unsupported(f"'{e.name}' has no value term")
             return ctx.vals[e.uid]
+        if isinstance(e, ir.FragLoad):
+            return Frag(e.fragment, (value_mma.thread(e.span), e.reg), ctx.inst())
         raise Unsupported(f"'{type(e).__name__}' as a value")
 
 
@@ -457,7 +470,8 @@ def _in_bounds(idx: tuple[ir.Expr, ...], shape: tuple[ir.Expr, ...], span) -> ir
 
 
 def _reads_memory(e: ir.Expr) -> bool:
-    return next(ir_walk.loads(e), None) is not None
+    """Reads memory or a fragment register: a value term, not an ISL-comparable integer."""
+    return any(isinstance(x, (ir.Load, ir.FragLoad)) for x in ir_walk.subexprs(e))
 
 
 def _short(e: ir.Expr) -> str:

@@ -70,22 +70,29 @@ def resolve_ring(p: Resolver, t: Shr, writers: list[Write], depth: int) -> Term:
     guard = next((g for g in bar.all_guards if g.buffer == t.buffer), None)
     if bar.count != 1 or guard is None:
         raise fail(f"'{bar.name}' does not guard it with count 1")
-    arrs = [a for a in p.arrivals if a.barrier == bar.name]
-    if len(arrs) != 1 or not arrs[0].tx:
-        raise fail(f"'{bar.name}' is not armed by exactly one arrive.expect_tx")
-    arrive = arrs[0]
-    wait = next((w for w in t.waits if w[0] == bar.name), None)
-    if wait is None:
-        raise fail(f"the read follows no wait on '{bar.name}' at its loop level")
-    _, widx, wait_inst = wait
     real = tuple(lp for lp in load.inst.loops if lp.uid >= 0)
+    arrs = [a for a in p.arrivals if a.barrier == bar.name]
+    txs = [a for a in arrs if a.tx]
+    if len(txs) != 1:
+        raise fail(f"'{bar.name}' is not armed by exactly one arrive.expect_tx")
+    arrive = txs[0]
     if (arrive.inst.loops != real or arrive.inst.guards != load.inst.guards
             or (arrive.inst.thread_lo, arrive.inst.thread_hi, arrive.inst.elect)
             != (load.inst.thread_lo, load.inst.thread_hi, load.inst.elect)):
         raise fail("the arrive.expect_tx is not beside the load")
+    # arrivals without bytes: phases of iterations that load nothing (gemm's ring steps
+    # past the last k-tile); they must take turns with the load, one arrival an iteration
+    bare = [a for a in arrs if not a.tx]
+    if any(a.inst.loops != real for a in bare):
+        raise fail(f"an arrive on '{bar.name}' is outside the load's loops")
+    wait = next((w for w in t.waits if w[0] == bar.name), None)
+    if wait is None:
+        raise fail(f"the read follows no wait on '{bar.name}' at its loop level")
+    _, widx, wait_inst = wait
     if len(wait_inst.loops) != len(real) or not real:
         raise fail("the wait and the load are not in loops of the same depth")
-    if not (load.inst.elect or load.inst.thread_hi - load.inst.thread_lo == 1):
+    issuer = _issuer(p, load.inst)
+    if issuer is None:
         raise fail("more than one thread issues the load")
     li = load.inst.renamed(-7)
     ai = arrive.inst.renamed(-7)
@@ -109,10 +116,15 @@ def resolve_ring(p: Resolver, t: Shr, writers: list[Write], depth: int) -> Term:
     dom_l = space.domain(li)
     for name in box:
         dom_l = dom_l.eliminate(isl.dim_type.set, space.pos[name], 1)
+    # every iteration, for the issuing thread (a guard `thread == 0` picks it, like `elect`)
     full_l = space.domain(Inst(li.ns, li.thread_lo, li.thread_hi, li.elect, real, (),
-                               li.lets))
-    if not full_l.is_subset(dom_l):
-        raise fail("the load is skipped in some iterations")
+                               li.lets)) & space.dim(thread_dim(li)).eq_set(
+        affine.constant(AffineEnv(space.space), issuer))
+    turns = [(dom_l, arrive.index, ai)]
+    for a in bare:
+        bi = a.inst.renamed(-7)
+        turns.append((space.domain(bi), a.index, bi))
+    _one_arrival_each(space, turns, full_l, fail)
     wait_all = Inst(wi.ns, wi.thread_lo, wi.thread_hi, wi.elect, wi.loops, (), wi.lets)
     if not space.domain(wait_all).is_subset(space.domain(wi)):
         raise fail("the wait is skipped in some iterations")
@@ -122,9 +134,10 @@ def resolve_ring(p: Resolver, t: Shr, writers: list[Write], depth: int) -> Term:
     seq = full_l & same & space.domain(wait_all)
     if not (seq & space.term(elem_l, li).ne_set(space.term(elem_w, wi))).is_empty():
         raise fail("the load's and the wait's barrier elements differ")
-    if not (seq & space.term(arrive.index or elem_l, ai).ne_set(
-            space.term(elem_l, li))).is_empty():
-        raise fail("the arrive.expect_tx arms another element than the load signals")
+    for dom, index, inst in turns:
+        if not (dom & space.term(index or elem_l, inst).ne_set(
+                space.term(elem_l, li))).is_empty():
+            raise fail("an arrive arms another element than the load signals")
     if guard.indexed and not (full_l & space.term(load.indices[0], li).ne_set(
             space.term(elem_l, li))).is_empty():
         raise fail("the load's stage is not the element of the barrier guarding it")
@@ -170,22 +183,10 @@ def _resolve_sequence(p: Resolver, t: Shr, writers: list[Write], depth: int, fai
     for a, b in zip(loads, loads[1:], strict=False):
         if not _before(a.inst, b.inst):
             raise fail("the load statements are not one after the other")
-    issuer = None
-    for w in loads:
-        sp = p.space([w.inst])
-        tset = sp.domain(w.inst)
-        keep = sp.pos[thread_dim(w.inst)]
-        for i in reversed(range(len(sp.names))):
-            if i != keep:
-                tset = tset.project_out(isl.dim_type.set, i, 1)
-        tset = tset.project_out(isl.dim_type.param, 0, tset.dim(isl.dim_type.param))
-        if tset.is_empty() or not tset.lexmin().is_equal(tset.lexmax()) or (
-                issuer is not None and not tset.is_equal(issuer)):
-            raise fail("the loads are not issued by one thread")
-        issuer = tset
-    assert issuer is not None
-    issuer_thread = int(issuer.sample_point().get_coordinate_val(
-        isl.dim_type.set, 0).to_python())
+    threads = {_issuer(p, w.inst) for w in loads}
+    if None in threads or len(threads) != 1:
+        raise fail("the loads are not issued by one thread")
+    (issuer_thread,) = threads
     wl = wi.loops[0]
     options = []
     before: ir.Expr = ir.IntConst(bar.span, ir.ScalarType.INT, 0)
@@ -269,6 +270,40 @@ def _resolve_sequence(p: Resolver, t: Shr, writers: list[Write], depth: int, fai
         raise fail("some read element is not written by the load of the waited phase")
     p.resolved.add(t.buffer)
     return Choice(t.buffer, tuple((lk, p.resolve(v, depth + 1)) for lk, v in options))
+
+def _one_arrival_each(space: ValueSpace, turns: list, full: isl.Set, fail) -> None:
+    """The iterations of the issuing thread (`full`) each run exactly one of the arrivals
+    (`turns`: instances, element index, inst, all over the load's loop coordinates): the
+    load's arrive.expect_tx or one without bytes. Then the n-th phase of an element is the
+    n-th iteration naming it, whichever arrival completed it, and a read after that wait
+    sees the load of that iteration if it ran (checked by the caller)."""
+    for n, (dom, _, _) in enumerate(turns):
+        if not dom.is_subset(full):
+            raise fail("an arrive of the ring runs outside the load's iterations or thread")
+        for other, _, _ in turns[n + 1:]:
+            if not (dom & other).is_empty():
+                raise fail("two arrivals of the ring in one iteration")
+    covered = isl.Set.empty(full.get_space())
+    for dom, _, _ in turns:
+        covered = covered | dom
+    if not full.is_subset(covered):
+        raise fail("the load is skipped in some iterations")
+
+
+def _issuer(p: Resolver, inst: Inst) -> int | None:
+    """The one thread that runs `inst` (for some size and block), or None when none or
+    several do: a load's n-th instance is then the issuing thread's n-th."""
+    sp = p.space([inst])
+    tset = sp.domain(inst)
+    keep = sp.pos[thread_dim(inst)]
+    for i in reversed(range(len(sp.names))):
+        if i != keep:
+            tset = tset.project_out(isl.dim_type.set, i, 1)
+    tset = tset.project_out(isl.dim_type.param, 0, tset.dim(isl.dim_type.param))
+    if tset.is_empty() or not tset.lexmin().is_equal(tset.lexmax()):
+        return None
+    return int(tset.sample_point().get_coordinate_val(isl.dim_type.set, 0).to_python())
+
 
 def _ring_order(p: Resolver, wait: Inst, writer: Inst, real: tuple[LoopInfo, ...]) -> str:
     """The writer's loop coordinates equal the governing wait's, as `[names]|set`."""

@@ -272,6 +272,20 @@ class ValueSpace:
         return out
 
 
+def subtract(s: isl.Set, other: isl.Set) -> isl.Set:
+    """s minus other, one basic set of `other` at a time, coalescing in between. The same
+    set as s.subtract(other); much faster when `other` has existentials (a rival writer
+    eliminated, a fragment layout's divisions): ISL's one-shot difference multiplies the
+    pieces of every complement (a persistent GEMM's staging tile: 170 s against 0.1 s)."""
+    pieces: list[isl.BasicSet] = []
+    other.coalesce().foreach_basic_set(pieces.append)
+    for piece in pieces:
+        s = s.subtract(isl.Set.from_basic_set(piece)).coalesce()
+        if s.is_empty():
+            break
+    return s
+
+
 def shift(space: ValueSpace, pos: int, by: int) -> isl.MultiAff:
     """The map x -> x with coordinate pos lowered by `by` (x[pos] - by; by < 0 raises)."""
     ls = isl.LocalSpace.from_space(space.space)

@@ -108,6 +108,17 @@ class Shr(Term):
 
 
 @dataclass(frozen=True)
+class Frag(Term):
+    """A fragment register read `acc[r]`, not yet resolved to the writes it sees. A
+    fragment is per-thread registers, so `indices` is (the reading thread, the register):
+    two accesses touch one register exactly when both agree (semantics/value_frag.py)."""
+
+    buffer: str
+    indices: tuple[ir.Expr, ...]
+    inst: Inst
+
+
+@dataclass(frozen=True)
 class Op(Term):
     """A typed operation of semantics/evaluate.py (`f32.add`, `cvt.f32`, ...)."""
 
@@ -181,7 +192,9 @@ class Choice(Term):
 
 @dataclass(frozen=True)
 class Accum(Term):
-    """A shared element built by read-modify-write steps (`buf[e] = buf[e] + body`): per
+    """A shared element built by read-modify-write steps (`buf[e] = buf[e] + body`), or a
+    fragment register built by the products wgmma instances add to it (`buffer` is then
+    the fragment): per
     statement that may have been the last plain (non-step) write before the read, its link
     and value, and the steps after it -- each step statement's link relates the read to
     every instance of it between that write and the read (as `[names]|set` text over the
@@ -247,7 +260,7 @@ def rename(t: Term, ns_map: Callable[[int], int]) -> Term:
     if isinstance(t, Shr):
         return replace(t, inst=inst(t.inst),
                        waits=tuple((b, i, inst(w)) for b, i, w in t.waits))
-    if isinstance(t, (IntV, Glob)):
+    if isinstance(t, (IntV, Glob, Frag)):
         return replace(t, inst=inst(t.inst))
     if isinstance(t, Op):
         return Op(t.name, tuple(rename(a, ns_map) for a in t.args))
@@ -283,7 +296,7 @@ def _show(t: Term) -> str:
         return repr(t.value)
     if isinstance(t, IntV):
         return expr_text(t.expr)
-    if isinstance(t, (Glob, Shr)):
+    if isinstance(t, (Glob, Shr, Frag)):
         name = t.tensor if isinstance(t, Glob) else t.buffer
         return f"{name}[{', '.join(expr_text(i) for i in t.indices)}]"
     if isinstance(t, Op):

@@ -40,7 +40,7 @@ from tilesafe.frontend import ir
 from tilesafe.frontend import walk as ir_walk
 from tilesafe.frontend.fmt import without_spans
 from tilesafe.frontend.fold import fold
-from tilesafe.semantics import sync_counts, value_rings
+from tilesafe.semantics import sync_counts, value_frag, value_rings
 from tilesafe.semantics.value_compare import Compare
 from tilesafe.semantics.value_exec import (
     Arrival,
@@ -50,17 +50,20 @@ from tilesafe.semantics.value_exec import (
     Write,
     lit,
 )
+from tilesafe.semantics.value_mma import FragWrite
 from tilesafe.semantics.value_space import (
     SPEC_NS,
     NotProved,
     ValueSpace,
     is_block,
     multi_writer,
+    subtract,
 )
 from tilesafe.semantics.value_terms import (
     Accum,
     Choice,
     Fold,
+    Frag,
     Glob,
     Inst,
     IntV,
@@ -108,7 +111,8 @@ def prove(kernel: ir.Kernel, spec: ir.Ensures) -> Proof:
     ex = Executor(kernel)
     writes = ex.run()
     prover = Prover(kernel, writes, arrivals=ex.arrivals,
-                     phases=sync_counts.phase_members(ex.named_uses))
+                     phases=sync_counts.phase_members(ex.named_uses),
+                     frag_writes=ex.frag_writes)
     outs = [w for w in writes if w.space is ir.Space.GLOBAL and w.target == spec.tensor]
     if not outs:
         raise NotProved(f"nothing writes '{spec.tensor}'")
@@ -126,8 +130,10 @@ class Prover:
     def __init__(self, kernel: ir.Kernel, writes: list[Write],
                  kernels: tuple[ir.Kernel, ...] | None = None, first_ns: int = 0,
                  ctx: isl.Context | None = None, arrivals: list[Arrival] | None = None,
-                 phases: dict[int, tuple[sync_counts.Member, ...]] | None = None) -> None:
+                 phases: dict[int, tuple[sync_counts.Member, ...]] | None = None,
+                 frag_writes: list[FragWrite] | None = None) -> None:
         self.k = kernel
+        self.frag_writes = frag_writes or []  # fragment registers (semantics/value_mma.py)
         self.arrivals = arrivals or []
         self.phases = phases or {}  # named barriers whose phases order threads (hb)
         self.kernels = kernels or (kernel,)  # every launch coordinates may come from
@@ -164,6 +170,10 @@ class Prover:
     # ---- resolving shared reads ------------------------------------------------------------
 
     def resolve(self, t: Term, depth: int) -> Term:
+        if isinstance(t, Frag):
+            if depth >= MAX_DEPTH:
+                raise NotProved(f"shared reads chain through more than {MAX_DEPTH} writers")
+            return value_frag.resolve_fragment(self, t, depth)
         if isinstance(t, Shr):
             if depth >= MAX_DEPTH:
                 raise NotProved(f"shared reads chain through more than {MAX_DEPTH} writers")
@@ -208,9 +218,7 @@ class Prover:
         """A buffer some statements update in place (`buf[e] = buf[e] + body`, a histogram
         or a running sum kept in shared memory across iterations): the read sees the last
         plain write of its element plus the body of every step between that write and the
-        read. That needs every write of the element ordered with the read (check_ordered)
-        and with each other (a step's read then sees the write just before it, and no step
-        is lost): both proved here, for every size, by ISL."""
+        read (`accumulate`)."""
         bodies = [(w, _step_body(w)) for w in writers]
         steps = [(w, body) for w, body in bodies if body is not None]
         plain = [w for w, body in bodies if body is None]
@@ -218,6 +226,17 @@ class Prover:
             raise NotProved(multi_writer(t.buffer) + "; as an accumulation: "
                             + ("a TMA load writes it" if plain else
                                "nothing but its steps writes it"))
+        return self.accumulate(t, plain, steps, depth)
+
+    def accumulate(self, t: Shr | Frag, plain: list, steps: list, depth: int) -> Accum:
+        """The read `t` of an element written by `plain` statements (which set it) and
+        `steps` (statement, body: each adds body to it): per plain statement that is the
+        last plain write of a read element, its value and the steps between it and the
+        read. That needs every write of the element ordered with the read (check_ordered)
+        and with each other (a step's read then sees the write just before it, and no step
+        is lost): both proved here, for every size, by ISL. Shared buffers and fragment
+        registers (semantics/value_frag.py) alike."""
+        writers = plain + [w for w, _ in steps]
         self.check_ordered(t, writers)
         self.check_writes_ordered(t.buffer, writers)
         options = []
@@ -251,7 +270,7 @@ class Prover:
         s = s & space.hb(link0.writer, step) & space.hb(step, link0.reader)
         return space.text(s, [link0.reader, link0.writer, step])
 
-    def check_writes_ordered(self, buffer: str, writers: list[Write]) -> None:
+    def check_writes_ordered(self, buffer: str, writers: list) -> None:
         """Any two instances writing one element are ordered, one before the other."""
         for a, b in itertools.combinations_with_replacement(range(len(writers)), 2):
             wa, wb = writers[a], writers[b]
@@ -262,7 +281,7 @@ class Prover:
                 raise NotProved(multi_writer(buffer) + "; as an accumulation: two writes of "
                                 "one element are not ordered", space.point(s))
 
-    def check_ordered(self, read: Shr, writers: list[Write]) -> None:
+    def check_ordered(self, read: Shr | Frag, writers: list) -> None:
         """A buffer written more than once per element: the write a read sees is the last
         one before it, which is decidable here when program order and `sync` epochs order
         the read against every write of the element (race freedom, proved by the ownership
@@ -278,7 +297,7 @@ class Prover:
                                 "`sync` or a named barrier (an mbarrier phase, a TMA load, "
                                 "a synchronisation under a condition?)", space.point(s))
 
-    def last_writer(self, link: Link, writers: list[Write]) -> str | None:
+    def last_writer(self, link: Link, writers: list) -> str | None:
         """The pairs (read, write) of `link` where the write is the last one of the element
         before the read, as ISL text over their coordinates; None when there are none."""
         rivals = [(w.inst.renamed(self.fresh_ns_map()(w.inst.ns)), w.indices)
@@ -292,7 +311,7 @@ class Prover:
             dims = space.inst_dims(rival)
             for name in dims:
                 between = between.eliminate(isl.dim_type.set, space.pos[name], 1)
-            s = s.subtract(between)
+            s = subtract(s, between)
             if s.is_empty():
                 return None
         return space.text(s, [link.reader, link.writer])
