@@ -218,9 +218,12 @@ def test_a_zeroing_store_in_only_some_registers_leaves_poison_in_the_others():
 
 
 def test_an_epilogue_that_scales_the_sum_is_compared_operator_by_operator():
-    """acc[r] * 2.0 is not the sum: refused (the spec has no factor 2)."""
-    src = tile(mma="wgmma acc = sa[0 : 64, 0 : 16] @ sb[0 : 128, 0 : 16].T",
-               out="acc[r] * 2.0")
+    """acc[r] * 2.0 is proved against `sum(...) * 2.0` (an alpha scaling) and refused
+    against the bare sum."""
+    mma = "wgmma acc = sa[0 : 64, 0 : 16] @ sb[0 : 128, 0 : 16].T"
+    scaled = tile(mma=mma, out="acc[r] * 2.0", spec=BF16["spec"] + " * 2.0")
+    assert is_proved(scaled) and agrees(scaled, [{}])
+    src = tile(mma=mma, out="acc[r] * 2.0")
     assert not is_proved(src)
     assert not agrees(src, [{}])
 
