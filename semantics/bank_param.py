@@ -73,8 +73,12 @@ def invariant(kernel: ir.Kernel, indices: tuple[ir.Expr, ...], loops: tuple[ir.F
             shared: dict = {}
             enc = Enc(kernel, holder, suffix, shared)  # type: ignore[arg-type]
             w, lane = z3.Int("w" + suffix), z3.Int("lane")
-            cons = [*enc.where(), lane >= 0, lane < lanes, w >= 0, lanes * w >= lo_t,
-                    lanes * w + lanes <= hi_t]
+            # the lane's thread runs the statement (a partial warp or wavefront -- a block
+            # of 32 threads on a 64-lane target, a role not aligned to warps -- included:
+            # asking for whole warps only made those queries vacuous); the warp's first
+            # thread is a term, whether or not it runs
+            cons = [*enc.where(), lane >= 0, lane < lanes, w >= 0, lanes * w + lane >= lo_t,
+                    lanes * w + lane < hi_t]
             for axis, n in zip(("x", "y", "z"), kernel.grid, strict=False):
                 b = z3.Int(f"block.{axis}{suffix}")
                 shared[f"block.{axis}"] = b

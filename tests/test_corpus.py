@@ -21,6 +21,8 @@ GOOD = sorted((ROOT / "corpus" / "good").glob("*.tsk"))
 BAD = sorted((ROOT / "corpus" / "bad").glob("*.tsk"))
 
 EXPECT = re.compile(r"//\s*expect:\s*(TS\d{3})(?:\s+at\s+(\d+))?\s*$")
+# `// target: gfx942` on the second line: the bug is one of that machine (frontend/target.py)
+TARGET = re.compile(r"//\s*target:\s*(\S+)\s*$")
 
 # Which checkers may report a code family (the hundreds digit); a TS1xx+ bad file is skipped
 # (not passed) until a registered checker's name starts with one of these words.
@@ -42,6 +44,12 @@ def expectation(path: Path) -> tuple[str, int | None]:
     return m.group(1), int(m.group(2)) if m.group(2) else None
 
 
+def target_of(path: Path) -> str | None:
+    lines = path.read_text(encoding="utf-8").splitlines()[1:2]
+    m = TARGET.match(lines[0].strip()) if lines else None
+    return m.group(1) if m else None
+
+
 @pytest.mark.parametrize("path", GOOD, ids=[p.name for p in GOOD])
 def test_good_lints_clean(path: Path):
     diags = api.lint(path)
@@ -58,7 +66,8 @@ def test_bad_name_matches_expectation(path: Path):
 @pytest.mark.parametrize("path", BAD, ids=[p.name for p in BAD])
 def test_bad_reports_exactly_its_code(path: Path):
     code, line = expectation(path)
-    diags = [d for d in api.lint(path) if d.severity == "error"]
+    target = target_of(path)
+    diags = [d for d in api.lint(path, target=target) if d.severity == "error"]
     if int(code[2:]) < 100:
         # A frontend code: lint reports it, and nothing else.
         got = sorted({d.code for d in diags})
@@ -73,7 +82,7 @@ def test_bad_reports_exactly_its_code(path: Path):
     if not any(name.startswith(family) for name in registry.CHECKERS):
         pytest.skip(f"no registered checker reports {code[:3]}xx codes yet")
     try:
-        obligations = api.verify(path)
+        obligations = api.verify(path, target=target)
     except DiagnosticError as err:  # pragma: no cover - lint was clean above
         pytest.fail("\n".join(d.headline() for d in err.diagnostics))
     # What counts as "reported": every error-severity obligation not proved, plus the
