@@ -150,3 +150,44 @@ def test_compiles_with_nvcc_through_the_hip_on_cuda_prelude(path: Path):
     params = re.findall(r"\.param \.(u64|b64|s64|u32|b32)", entry.group(1))
     assert len(params) == len(h.params)
     assert all(p in ("u64", "b64", "s64") for p in params)
+
+
+def test_amd_corpus_kernels_compute_what_numpy_does():
+    """corpus/amd (kernels written for 64-lane wavefronts) on the interpreter, small-integer
+    inputs so that any summation order is exact; on sm_90a their 64-lane indexing is
+    refuted (they are AMD kernels)."""
+    import numpy as np
+
+    from tilesafe.semantics.interp import run_kernel
+
+    rng = np.random.default_rng(7)
+    red = amd_kernel(ROOT / "corpus" / "amd" / "row_reduce64.tsk")
+    x = rng.integers(-8, 9, (37, 200)).astype(np.float32)
+    got = run_kernel(red, {"M": 37, "N": 200}, {"x": x, "out": np.zeros(37, np.float32)})
+    assert np.array_equal(got.tensors["out"], x.sum(axis=1))
+    tr = amd_kernel(ROOT / "corpus" / "amd" / "transpose64.tsk")
+    src = rng.standard_normal((192, 128)).astype(np.float32)
+    got = run_kernel(tr, {"M": 192, "N": 128},
+                     {"src": src, "dst": np.zeros((128, 192), np.float32)})
+    assert np.array_equal(got.tensors["dst"], src.T)
+    nv = api.checked_program(ROOT / "corpus" / "amd" / "row_reduce64.tsk").kernels[0]
+    assert "TS202" in {o.code for o in api.verify_kernel(nv) if o.failed}
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH")
+def test_hip_on_cuda_cases_build():
+    """tests/gpu/build_hip_cases.py for one kernel: nvcc's PTX for the HIP source, bound to
+    a launch, with the interpreter's gfx942 outputs as what the GPU must reproduce."""
+    import sys
+
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "tests" / "gpu"))
+    from build_hip_cases import hip_cases
+
+    cases = list(hip_cases(1, NVCC, {"elementwise"}))
+    assert cases and all(c.name.startswith("hip-elementwise-") for c in cases)
+    case = cases[0]
+    assert ".entry elementwise(" in case.spec.ptx and case.spec.block == 256
+    assert "z" in case.expected and case.expect == "interp"
+    assert np.array_equal(case.expected["x"], case.inputs["x"])  # inputs unchanged
