@@ -20,6 +20,9 @@ semantics/parametric.py and docs/temporal.md). Properties and codes:
         classes arriving at once with more threads than the count (their warps mix)
   TS421 deadlock at a named barrier (fewer threads can arrive than its count)
   TS430 the block exits with a TMA load no wait is ordered after (still in flight)
+  TS431 the block exits with a wgmma no wgmma_wait covered (never committed, or not waited)
+  TS534 a wgmma with no wgmma_fence since its threads last accessed the fragment's registers
+        (or before their first MMA), as PTX requires
   TS490 outside what the argument covers (verdict UNKNOWN, never PROVED)
 """
 
@@ -52,6 +55,11 @@ PROPS = (
          "count of arriving threads per phase, and has an id of its own"),
     Prop("loads-landed-at-exit", ("TS430",),
          "every TMA load has landed when the block exits (a wait is ordered after it)"),
+    Prop("mmas-done-at-exit", ("TS431",),
+         "every wgmma is complete when the block exits (committed, and a wgmma_wait covers it)"),
+    Prop("wgmma-fenced", ("TS534",),
+         "every wgmma comes after a wgmma_fence of its threads that follows their last access "
+         "to its fragment's registers"),
 )
 
 

@@ -14,7 +14,7 @@ thread's budget (255, or the role's `setmaxnreg`). A question these cannot decid
 
 The async-group rules -- MMAs pending until a covering `wgmma_wait`, stages and registers
 untouched meanwhile, proxy fences for thread-written operands, `wgmma_fence` (TS534) --
-are the temporal checkers' (semantics/explore/ops/wgmma.py, docs/temporal.md §13).
+are the temporal checkers' (semantics/explore/ops/wgmma.py, docs/temporal.md §14).
 """
 
 from __future__ import annotations

@@ -19,6 +19,8 @@ argument as the barrier checker cover every interleaving and every trip count.
   TS306 a read of shared memory nothing has written (no thread, no copy): uninitialised
   TS307 the block exits while a TMA store may still read its shared memory (no covering
         `wait_group ... read` by the issuer)
+  TS308 a fragment register read or written while a wgmma into it may be pending (no
+        `wgmma_wait` covered its group); a wgmma's tiles are read (and held) until then
   TS490 outside what the argument covers (UNKNOWN)
   TS491 the verification budget ran out (UNKNOWN; the message names the option)
   TS492 a possible violation the exact footprints did not confirm (UNKNOWN)
@@ -41,8 +43,8 @@ CHECKER = "ownership"
 
 PROPS = (
     Prop("proxy-fence", ("TS301",),
-         "generic writes read by a TMA store are fenced (fence proxy_async) before the "
-         "synchronisation that orders them"),
+         "generic writes read by a TMA store or a wgmma are fenced (fence proxy_async) before "
+         "the synchronisation that orders them"),
     Prop("write-permission", ("TS302",),
          "every shared-memory write holds the whole region and meets no unordered access "
          "of another thread of its class"),
@@ -59,6 +61,9 @@ PROPS = (
     Prop("stores-read-at-exit", ("TS307",),
          "every TMA store has finished reading shared memory when the block exits (its "
          "issuer waited with wait_group ... read)"),
+    Prop("fragments-ready", ("TS308",),
+         "no fragment register is read or written while a wgmma into it may be pending (a "
+         "wgmma_wait covers its group first)"),
 )
 
 def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:

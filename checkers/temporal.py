@@ -235,8 +235,8 @@ def primary(kernel: ir.Kernel, options: CheckOptions) -> Primary | None:
 
 # Tie-break between violations reached in equally many steps.
 PRIORITY = ("TS402", "TS405", "TS401", "TS409", "TS404", "TS414", "TS413", "TS412", "TS403",
-            "TS407", "TS408", "TS301", "TS303", "TS305", "TS302", "TS304", "TS406", "TS420",
-            "TS421", "TS410", "TS307", "TS430")
+            "TS407", "TS408", "TS534", "TS301", "TS303", "TS305", "TS302", "TS304", "TS308",
+            "TS406", "TS420", "TS421", "TS410", "TS307", "TS430", "TS431")
 
 
 def _depth(f: Finding, mach: Machine) -> int:

@@ -35,6 +35,7 @@ import networkx as nx
 import numpy as np
 
 from tilesafe.frontend import ir
+from tilesafe.frontend.fragments import WARPGROUP
 from tilesafe.frontend.ir import describe_threads
 from tilesafe.frontend.span import Span
 from tilesafe.frontend.walk import loads, own_exprs, statements, subexprs
@@ -51,11 +52,14 @@ from tilesafe.semantics.instrs import (
     FenceInit,
     FenceProxy,
     Fn,
+    FragAccess,
     Init,
+    InnerLoop,
     Instr,
     Jump,
     Lets,
     LoopCtx,
+    MmaTileTerm,
     NamedArrive,
     NamedWait,
     Next,
@@ -64,10 +68,18 @@ from tilesafe.semantics.instrs import (
     TmaStore,
     Wait,
     WaitGroup,
+    Wgmma,
+    WgmmaCommit,
+    WgmmaFence,
+    WgmmaWait,
 )
 
+# The tensor-core statements that are events of their class: an MMA (its warpgroup meets
+# there and it reads shared memory until a covering wait), the async-group operations, and
+# wgmma_fence (it orders the class's register accesses before its MMAs).
+TENSOR_SYNC = (ir.Wgmma, ir.WgmmaFence, ir.WgmmaCommit, ir.WgmmaWait)
 SYNC_STMTS = (ir.Init, ir.Fence, ir.Sync, ir.Wait, ir.Arrive, ir.ExpectTx, ir.TmaLoad,
-              ir.TmaStore, ir.CommitGroup, ir.WaitGroup, ir.NamedBar)
+              ir.TmaStore, ir.CommitGroup, ir.WaitGroup, ir.NamedBar) + TENSOR_SYNC
 
 
 class Unsupported(Exception):
@@ -194,6 +206,83 @@ def has_sync(stmts: tuple[ir.Stmt, ...]) -> bool:
 
 def shared_loads(e: ir.Expr) -> Iterator[ir.Load]:
     return (ld for ld in loads(e) if ld.space is ir.Space.SHARED)
+
+
+def frag_uses(stmts: tuple[ir.Stmt, ...]
+              ) -> tuple[frozenset[str], frozenset[str], Span | None]:
+    """The fragments whose registers the statements read (`acc[r]`) and write
+    (`acc[r] = v`), nested statements included, and where the first such access is."""
+    reads: set[str] = set()
+    writes: set[str] = set()
+    first: Span | None = None
+    for s in statements(stmts):
+        for e in own_exprs(s):
+            for x in subexprs(e):
+                if isinstance(x, ir.FragLoad):
+                    reads.add(x.fragment)
+                    first = first or x.span
+        if isinstance(s, ir.FragStore):
+            writes.add(s.fragment)
+            first = first or s.span
+    return frozenset(reads), frozenset(writes), first
+
+
+def has_frag(stmts: tuple[ir.Stmt, ...]) -> bool:
+    reads, writes, _ = frag_uses(stmts)
+    return bool(reads or writes)
+
+
+def _frag_paths(stmts: tuple[ir.Stmt, ...], lets: Lets,
+                guards: list[tuple[Fn, Fn]]) -> bool:
+    """Do the statements reach every fragment use they contain unconditionally? Loops on
+    the way are added to `guards` (their bounds as functions of the environment of the
+    instruction: a bound that reads a loop variable of the statement itself cannot be
+    evaluated there and makes the use uncertain); a condition makes it uncertain."""
+    certain = True
+    for s in stmts:
+        if isinstance(s, ir.Let):
+            lets = lets.bind(s.uid, s.value)
+        if not has_frag((s,)):
+            continue
+        if isinstance(s, ir.If):
+            certain = False
+        elif isinstance(s, ir.For):
+            inner = {f"loop:{x.var.uid}" for x in statements((s,)) if isinstance(x, ir.For)}
+            fv = free_vars(s.lo, lets) | free_vars(s.hi, lets)
+            if fv & ({"thread", "data"} | inner):
+                certain = False
+            else:
+                guards.append((compile_expr(s.lo, lets), compile_expr(s.hi, lets)))
+            certain = _frag_paths(s.body, lets, guards) and certain
+        elif isinstance(s, ir.Role):
+            certain = _frag_paths(s.body, lets, guards) and certain
+    return certain
+
+
+def _mma_chain(s: ir.For, lets: Lets) -> tuple[list[tuple[ir.For, Lets]], ir.Wgmma, Lets] | None:
+    """A nest of loops around one wgmma and nothing else but `let`s (the k-steps of one
+    stage): (the loops with the lets in scope at each, the wgmma, the lets at it)."""
+    loops = [(s, lets)]
+    body = s.body
+    while True:
+        inner_lets = loops[-1][1]
+        rest = []
+        for x in body:
+            if isinstance(x, ir.Let):
+                if has_shared((x,)) or has_frag((x,)):
+                    return None
+                inner_lets = inner_lets.bind(x.uid, x.value)
+            else:
+                rest.append(x)
+        if len(rest) != 1:
+            return None
+        (x,) = rest
+        if isinstance(x, ir.Wgmma):
+            return loops, x, inner_lets
+        if not isinstance(x, ir.For):
+            return None
+        loops.append((x, inner_lets))
+        body = x.body
 
 
 def has_shared(stmts: tuple[ir.Stmt, ...]) -> bool:
@@ -396,7 +485,7 @@ class _Compiler:
         return all(bool(compile_expr(c, lets)(env)) for c in conds)
 
     def relevant(self, stmts: tuple[ir.Stmt, ...]) -> bool:
-        return has_sync(stmts) or (self.ownership and has_shared(stmts))
+        return has_sync(stmts) or has_frag(stmts) or (self.ownership and has_shared(stmts))
 
     # -- statements --------------------------------------------------------------------------
 
@@ -410,6 +499,7 @@ class _Compiler:
              role: ir.Role | None) -> Lets:
         if isinstance(s, ir.Let):
             lets = lets.bind(s.uid, s.value)
+            self.frag_access((s,), s, ctx, lets)
             self.plain_access(s, ctx, lets)
             return lets
         if isinstance(s, ir.Role):
@@ -425,6 +515,7 @@ class _Compiler:
         if isinstance(s, SYNC_STMTS):
             self.sync_stmt(s, ctx, lets, role)
             return lets
+        self.frag_access((s,), s, ctx, lets)
         self.plain_access(s, ctx, lets)
         return lets
 
@@ -432,6 +523,18 @@ class _Compiler:
         if not self.ownership:
             return
         self.access_instr((s,), s, ctx, lets)
+
+    def frag_access(self, stmts: tuple[ir.Stmt, ...], s: ir.Stmt, ctx: tuple[LoopCtx, ...],
+                    lets: Lets) -> None:
+        """The statement's fragment register reads and writes, one instruction (a loop
+        without synchronisation included): what the MMAs of its class still write."""
+        reads, writes, first = frag_uses(stmts)
+        if not (reads or writes):
+            return
+        guards: list[tuple[Fn, Fn]] = []
+        certain = _frag_paths(stmts, lets, guards)
+        self.emit(FragAccess(s, ctx, reads=tuple(sorted(reads)), writes=tuple(sorted(writes)),
+                             certain=certain, guards=tuple(guards), where=first, lets=lets))
 
     def access_instr(self, stmts: tuple[ir.Stmt, ...], s: ir.Stmt, ctx: tuple[LoopCtx, ...],
                      lets: Lets) -> None:
@@ -442,8 +545,14 @@ class _Compiler:
 
     def loop(self, s: ir.For, ctx: tuple[LoopCtx, ...], lets: Lets, role: ir.Role | None) -> None:
         if not has_sync(s.body):
+            self.frag_access((s,), s, ctx, lets)
             if self.ownership and has_shared(s.body):
                 self.access_instr((s,), s, ctx, lets)
+            return
+        chain = _mma_chain(s, lets)
+        if chain is not None:
+            # The k-steps of one stage: one instruction, the MMAs of every iteration.
+            self.wgmma(chain[1], s, chain[0], ctx, chain[2], role)
             return
         for bound in (s.lo, s.hi):
             fv = free_vars(bound, lets)
@@ -472,6 +581,7 @@ class _Compiler:
         thread, uniform, mixed = _split_cond(s.cond, lets)
         relevant_then, relevant_else = self.relevant(s.then), self.relevant(s.orelse)
         if not (relevant_then or relevant_else):
+            self.frag_access((s,), s, ctx, lets)
             if self.ownership and any(True for _ in shared_loads(s.cond)):
                 self.plain_access(s, ctx, lets)
             return
@@ -479,7 +589,9 @@ class _Compiler:
             if has_sync(s.then) or has_sync(s.orelse):
                 raise Unsupported("synchronisation under a condition that mixes the thread "
                                   "with loop variables, sizes or memory", s.span)
-            self.access_instr((s,), s, ctx, lets)
+            self.frag_access((s,), s, ctx, lets)
+            if self.ownership:
+                self.access_instr((s,), s, ctx, lets)
             return
         self.plain_loads_of(s, ctx, lets)
         if not self.thread_true(thread, lets):
@@ -574,6 +686,14 @@ class _Compiler:
             self.emit(Commit(s, ctx, lets=lets))
         elif isinstance(s, ir.WaitGroup):
             self.emit(WaitGroup(s, ctx, pending=s.pending, lets=lets))
+        elif isinstance(s, ir.Wgmma):
+            self.wgmma(s, s, [], ctx, lets, role)
+        elif isinstance(s, ir.WgmmaFence):
+            self.emit(WgmmaFence(s, ctx, lets=lets))
+        elif isinstance(s, ir.WgmmaCommit):
+            self.emit(WgmmaCommit(s, ctx, lets=lets))
+        elif isinstance(s, ir.WgmmaWait):
+            self.emit(WgmmaWait(s, ctx, pending=s.pending, lets=lets))
         elif isinstance(s, ir.NamedBar):
             # bar_sync = arrive, then wait until the phase it arrived in completes
             # (semantics/explore/ops/named.py); bar_arrive = the arrive alone.
@@ -582,6 +702,62 @@ class _Compiler:
             if not s.arrive:
                 self.emit(NamedWait(s, ctx, count=n, named=s.bar_id, ncount=s.count,
                                 lets=lets))
+
+    def wgmma(self, w: ir.Wgmma, at: ir.Stmt, loops: list[tuple[ir.For, Lets]],
+              ctx: tuple[LoopCtx, ...], lets: Lets, role: ir.Role | None) -> None:
+        """One instruction for the wgmma `w` (and the loops `loops` around it, collapsed:
+        `at` is then the outermost loop). Tile origins may differ between the warpgroups of
+        a class (they are evaluated for every thread); within a warpgroup they are one
+        (TS531, checker mma)."""
+        inner = []
+        exprs: list[ir.Expr] = []
+        for lp, llets in loops:
+            for bound in (lp.lo, lp.hi):
+                if free_vars(bound, llets) & {"thread", "block", "data"}:
+                    raise Unsupported("a loop of wgmmas must have bounds uniform over the "
+                                      "block (no thread, block index or memory)", bound.span)
+                exprs.append(bound)
+            inner.append(InnerLoop(lp.var.uid, compile_expr(lp.lo, llets),
+                                   compile_expr(lp.hi, llets), lp.step))
+        tiles = []
+        for t in (w.a, w.b):
+            starts = []
+            for i in t.index:
+                if free_vars(i.start, lets) & {"block", "data"}:
+                    raise Unsupported("a wgmma tile origin must not depend on memory or the "
+                                      "block index", i.start.span)
+                starts.append(compile_expr(i.start, lets))
+                exprs.append(i.start)
+            tiles.append(MmaTileTerm(t.buffer, tuple(starts),
+                                     tuple(1 if i.extent is None else i.extent
+                                           for i in t.index)))
+        self.emit(Wgmma(at, ctx, fragment=w.acc, tiles=tuple(tiles), inner=tuple(inner),
+                        group=self.mma_group(role), where=w.span, sync_exprs=tuple(exprs),
+                        lets=lets))
+
+    def mma_group(self, role: ir.Role | None) -> tuple[int, ...]:
+        """The classes whose threads share a warpgroup (of the role) with this class,
+        transitively: the 128 threads of a warpgroup issue its MMA together."""
+        lo = role.threads.lo if role is not None else 0
+        hi = role.threads.hi if role is not None else self.k.block
+        if role is not None and role.elect_one:
+            hi = lo + 1
+
+        def groups_of(c: ThreadClass) -> set[int]:
+            return {t // WARPGROUP for t in c.threads if lo <= t < hi}
+
+        group = {self.cls.index}
+        frontier = groups_of(self.cls)
+        seen: set[int] = set()
+        while frontier:
+            w = frontier.pop()
+            seen.add(w)
+            for c in self.classes:
+                wc = groups_of(c)
+                if w in wc and c.index not in group:
+                    group.add(c.index)
+                    frontier |= wc - seen
+        return tuple(sorted(group))
 
     def prefix(self, sl: ir.BufferSlice, lets: Lets) -> tuple[tuple[Fn, ...], tuple[ir.Expr, ...]]:
         for p in sl.prefix:

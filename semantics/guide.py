@@ -21,7 +21,7 @@ from tilesafe.semantics.events import Agent, Model
 from tilesafe.semantics.explore import CannotMove, ExploreError, Finding, Machine
 from tilesafe.semantics.explore.notes import StepNote
 from tilesafe.semantics.explore.state import LoadCopy
-from tilesafe.semantics.instrs import Arrive, Control, End, NamedWait
+from tilesafe.semantics.instrs import Arrive, Control, End, NamedWait, Wgmma
 from tilesafe.semantics.schedule import Guide, GuideStep
 
 
@@ -87,7 +87,7 @@ def _step(model: Model, mach: Machine, st: tuple, mv: tuple, rec: list) -> Guide
         return GuideStep(copy=("store", frozenset(model.agents[c.cls].cls.threads), c.age))
     a = mv[1]
     ins = mach.instr(st, a)
-    if isinstance(ins, Arrive) and ins.joint:
+    if isinstance(ins, (Arrive, Wgmma)) and ins.joint:  # the classes meet: one unit each
         return GuideStep({t: 1 for g in ins.group for t in model.agents[g].cls.threads})
     # A bar_sync is two instructions (narrive, nwait) but one unit: the interpreter's thread
     # completes it on arriving (it then blocks inside it until the phase completes).

@@ -329,3 +329,91 @@ class FenceProxy(Instr):
     """fence proxy_async: the class's generic writes become visible to the async proxy."""
 
     op: ClassVar[str] = "fence_proxy"
+
+
+# ---- tensor cores (semantics/explore/ops/wgmma.py) ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class MmaTileTerm:
+    """One operand tile of a wgmma: the buffer, each index's start term (a function of the
+    thread, the loop variables and the sizes) and extent (1 for a point index)."""
+
+    buffer: str
+    starts: tuple[Fn, ...]
+    extents: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class InnerLoop:
+    """A loop without synchronisation around wgmmas, collapsed into their instruction: the
+    MMAs of all its iterations are one step (their tiles the union over the iterations)."""
+
+    uid: int
+    lo: Fn
+    hi: Fn
+    step: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Wgmma(Instr):
+    """`wgmma acc (+)= A @ B` (a collapsed loop of them included): every warpgroup of the
+    class issues one MMA per statement instance that reads its tiles from shared memory
+    asynchronously and writes the fragment, until a covering `wgmma_wait`."""
+
+    op: ClassVar[str] = "wgmma"
+    fragment: str
+    tiles: tuple[MmaTileTerm, ...]
+    inner: tuple[InnerLoop, ...] = ()
+    group: tuple[int, ...] = ()  # classes sharing the warpgroups of this one (they converge)
+    where: Span | None = None  # the wgmma statement (`stmt` is its loop when collapsed)
+
+    def _operands(self) -> tuple:
+        return (self.fragment, tuple((t.buffer, t.extents) for t in self.tiles),
+                len(self.inner))
+
+    @property
+    def joint(self) -> bool:
+        """The warpgroups' threads are split over several classes: one joint step."""
+        return len(self.group) > 1
+
+
+@dataclass(frozen=True)
+class WgmmaFence(Instr):
+    """wgmma_fence: the class's earlier register accesses are ordered before its MMAs."""
+
+    op: ClassVar[str] = "wgmma_fence"
+
+
+@dataclass(frozen=True)
+class WgmmaCommit(Instr):
+    """wgmma_commit: the class's open group of MMAs is closed."""
+
+    op: ClassVar[str] = "wgmma_commit"
+
+
+@dataclass(frozen=True, kw_only=True)
+class WgmmaWait(Instr):
+    op: ClassVar[str] = "wgmma_wait"
+    pending: int  # at most N of the class's newest committed groups may still be pending
+
+    def _operands(self) -> tuple:
+        return (self.pending,)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FragAccess(Instr):
+    """A statement (a collapsed loop included) that reads or writes fragment registers
+    (`acc[r]`, `acc[r] = v`). `certain`: every thread of the class does it whenever the
+    instruction runs: no condition inside the statement decides, and `guards`, the bounds
+    (lo, hi) of the loops inside it on the way, give every one at least one iteration."""
+
+    op: ClassVar[str] = "fragment"
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+    certain: bool = True
+    guards: tuple[tuple[Fn, Fn], ...] = ()
+    where: Span | None = None  # the first fragment read or write (for messages)
+
+    def _operands(self) -> tuple:
+        return (self.reads, self.writes, self.certain)

@@ -52,7 +52,10 @@ from tilesafe.frontend.walk import loads, own_exprs, statements
 from tilesafe.semantics.events import Lets, expr_key, free_vars, has_sync
 
 J_NAME = "J__ring"
-BANNED = (ir.Sync, ir.CommitGroup, ir.WaitGroup, ir.TmaStore, ir.Init, ir.NamedBar)
+# wgmma groups carry MMAs (and the shares of the stages they read) across iterations,
+# like bulk groups: no stage projection (semantics/explore/ops/wgmma.py).
+BANNED = (ir.Sync, ir.CommitGroup, ir.WaitGroup, ir.TmaStore, ir.Init, ir.NamedBar,
+          ir.Wgmma, ir.WgmmaCommit, ir.WgmmaWait)
 
 
 @dataclass(frozen=True)

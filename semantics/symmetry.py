@@ -24,8 +24,8 @@ What makes two classes *identical* (an automorphism of the transition system, no
 The representative of a state sorts the classes of each group by their local state (program
 point, counters, observed phases, bulk groups, unordered accesses) and renames every
 reference to a class consistently: the initialising class of a barrier, the holder keys of
-permissions (held by a class, earmarked for one, given back by its TMA store), unfenced
-writers, TMA stores in flight
+permissions (held by a class, earmarked for one, given back by its TMA store, read by its
+pending MMAs), unfenced writers, TMA stores in flight, its wgmma groups
 (semantics/explore/state.py). Any fixed choice of
 representative is sound (it only merges states of one orbit); sorting makes most orbits
 meet. Persistent sets are computed on the representative itself, where they are persistent
@@ -47,6 +47,7 @@ from tilesafe.semantics.explore.state import (
     CLASS,
     EARMARK,
     GIVEN_BACK,
+    MMA,
     Perm,
     State,
     StoreCopy,
@@ -54,11 +55,12 @@ from tilesafe.semantics.explore.state import (
     by_class,
     earmarked,
     given_back,
+    mma_held,
     perm,
     store_copy,
     unfenced,
 )
-from tilesafe.semantics.instrs import Arrive, NamedArrive, NamedWait
+from tilesafe.semantics.instrs import Arrive, NamedArrive, NamedWait, Wgmma
 
 
 class SymmetryBroken(Unsupported):
@@ -70,7 +72,7 @@ def signature(ag: Agent) -> tuple | None:
     out: list = [ag.cls.size, len({t // 32 for t in ag.cls.threads}),
                  None if ag.param_loop is None else ag.param_loop[:3]]
     for ins in ag.code:
-        if isinstance(ins, Arrive) and ins.joint:
+        if isinstance(ins, (Arrive, Wgmma)) and ins.joint:
             return None
         out.append(ins.shape())
     return tuple(out)
@@ -105,11 +107,11 @@ def same_event(ea: Any, eb: Any) -> bool:
 
 def canon(state: State, grps: tuple[tuple[int, ...], ...], ninst: int) -> State:
     """The representative of the state's orbit: see the module docstring."""
-    agents, obs, sages, wins = state.agents, state.obs, state.sages, state.wins
+    agents, obs, sages, wins, mma = state.agents, state.obs, state.sages, state.wins, state.mma
     mp: dict[int, int] = {}
     for g in grps:
         keys = sorted((agents[a], obs[a * ninst:(a + 1) * ninst], sages[a],
-                       wins[a] if wins else 0, a) for a in g)
+                       wins[a] if wins else 0, mma[a], a) for a in g)
         for slot, key in zip(g, keys, strict=True):
             if key[-1] != slot:
                 mp[key[-1]] = slot
@@ -123,12 +125,14 @@ def canon(state: State, grps: tuple[tuple[int, ...], ...], ninst: int) -> State:
     new_obs = list(obs)
     new_sages = list(sages)
     new_wins = list(wins)
+    new_mma = list(mma)
     for old, new in mp.items():
         new_agents[new] = agents[old]
         new_obs[new * ninst:(new + 1) * ninst] = obs[old * ninst:(old + 1) * ninst]
         new_sages[new] = sages[old]
         if wins:
             new_wins[new] = wins[old]
+        new_mma[new] = mma[old]
     bars = tuple(b if b.init_by not in mp else bar_rec(b.st, mp[b.init_by], b.fenced, b.phases)
                  for b in state.bars)
     copies = tuple(sorted(store_copy(r(c.cls), c.age, c.atoms, c.share)
@@ -136,7 +140,7 @@ def canon(state: State, grps: tuple[tuple[int, ...], ...], ninst: int) -> State:
     perms = tuple(_perm(p, r) for p in state.perms) if state.perms else state.perms
     return state._replace(agents=tuple(new_agents), bars=bars, obs=tuple(new_obs),
                           copies=copies, perms=perms, sages=tuple(new_sages),
-                          wins=tuple(new_wins))
+                          wins=tuple(new_wins), mma=tuple(new_mma))
 
 
 def _perm(p: Perm, r: Callable[[int], int]) -> Perm:
@@ -151,4 +155,6 @@ def _key(k: tuple, r: Callable[[int], int]) -> tuple:
         return earmarked(k[1], r(k[2]))
     if k[0] == GIVEN_BACK:
         return given_back(r(k[1]), k[2])
+    if k[0] == MMA:
+        return mma_held(r(k[1]), k[2])
     return k

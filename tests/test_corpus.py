@@ -31,7 +31,7 @@ FAMILIES = {
     "2": ("access", "bounds", "coverage"),
     "3": ("ownership", "race", "proxy"),
     "4": ("barrier", "mbarrier", "protocol"),
-    "5": ("tma",),
+    "5": ("tma", "mma"),
     "6": ("bank", "perf", "vector"),
     "8": ("value", "spec"),
 }

@@ -75,7 +75,7 @@ def _example() -> State:
     return State(((3, (1,)), (0, ())), (BarRec(mb.MbarrierState().init(2), 0, True, 1),),
                  (-1, 0), (load_copy(0, 128, True, (0, 1)), store_copy(1, 0, (2,), 8)),
                  (Perm(frozenset({(by_class(0), 5)}), (unfenced(1, False),)),), (0,), (1,),
-                 ((), (0,)), ((0, 2, 0), (0, 0, 0)), ())
+                 ((), (0,)), ((0, 2, 0), (0, 0, 0)), (), ((((1, 1),), 0), ((), 1)))
 
 
 def test_named_state_hashes_and_compares_as_its_tuples():

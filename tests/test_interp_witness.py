@@ -63,8 +63,21 @@ def ref_matvec_halves(s, x):
     return {"y0": acc[:, 0] + acc[:, 1], "y1": acc[:, 2] + acc[:, 3]}
 
 
+def ref_gemm_bt(s, x):
+    """The tensor-core kernels: C = A B^T of bf16 operands (exact in f32 on these inputs)."""
+    a, b = R.f32(x["a"]).astype(np.float64), R.f32(x["b"]).astype(np.float64)
+    return {"c": (a @ b.T).astype(np.float32)}
+
+
 COPY = ({"M": 64, "N": 256}, R.ref_copy)
 REFS = {  # bad kernel -> (sizes, reference of the kernel its bug was planted in)
+    # wgmma (first: more specific than the ts3xx prefixes below); rings that wrap
+    "ts301_mma": ({"M": 64, "N": 64}, ref_gemm_bt),
+    "ts303_stage_released_before_wgmma": ({"M": 64, "N": 128, "K": 256}, ref_gemm_bt),
+    "ts303_wgmma_wait_1": ({"M": 64, "N": 128, "K": 320}, ref_gemm_bt),
+    "ts308_persistent": ({"M": 320}, ref_gemm_bt),
+    "ts308": ({"M": 64, "N": 64}, ref_gemm_bt),
+    "ts431_peeled_mma": ({"M": 64, "N": 64}, ref_gemm_bt),
     "ts301": ({"M": 64, "N": 64}, R.ref_affine_f16),
     "ts302_reduction": ({"M": 8, "N": 32}, R.ref_row_reduce),
     "ts302_tile": ({"M": 32, "N": 96}, R.ref_transpose),

@@ -23,6 +23,7 @@ from tilesafe.semantics.explore.state import (
     EARMARK,
     FREE,
     GIVEN_BACK,
+    MMA,
     NAMED_CLAIM,
     NAMED_POOL,
     POOL,
@@ -90,7 +91,7 @@ def _describe(m: Machine, st: State, mv: tuple, rec: list, phases: dict, copy_id
     ins = m.agents[a].code[pc]
     op = m.hooks.ops[type(ins)]
     ev = m.event(a, pc, ctrs)
-    group = getattr(ins, "group", ()) if getattr(ins, "per_warp", False) else ()
+    group = ins.group if getattr(ins, "joint", False) else ()  # classes that meet there
     names = tuple(m.agents[g].cls.name for g in (group or (a,)))
     line = ins.stmt.span.line if ins.stmt is not None else 0
     iters = ", ".join(f"{lc.stmt.var.name}={lc.lo(m.env(a, ins, ctrs)) + lc.step * i}"
@@ -114,6 +115,13 @@ def _describe(m: Machine, st: State, mv: tuple, rec: list, phases: dict, copy_id
     if fused:
         detail += "; then " + "; ".join(
             "reads " + ", ".join(sorted({label(x) for x in f.reads})) for f in fused)
+    # Other local steps fused into the move (the class's own wgmma state): named, so that
+    # a trace shows every MMA, commit and wait the class went through.
+    others = [r for r in rec if isinstance(r, StepNote) and r.fused
+              and not isinstance(r.ins, Access) and not isinstance(r.ev, Err)]
+    if others:
+        detail += "; then " + "; ".join(
+            m.hooks.ops[type(r.ins)].detail(a, r.ins, r.ev, -1, -1, False)[0] for r in others)
     return TraceStep(index, names, ins.op, line, detail + where, inst_label, completes,
                      observes, copy_id, reads, writes)
 
@@ -184,6 +192,9 @@ def holder_text(m: Machine, k: tuple) -> str:
         return f"barrier {m.labels[k[1]]} (released to {m.agents[k[2]].cls.name})"
     if tag == GIVEN_BACK:
         return f"finished TMA store of {m.agents[k[1]].cls.name} (not yet waited)"
+    if tag == MMA:
+        group = "its open group" if k[2] == 0 else f"its group committed {k[2]} ago"
+        return f"a pending wgmma of {m.agents[k[1]].cls.name} ({group})"
     ids = m.tables["named"].ids
     if tag == NAMED_POOL:
         return f"named barrier {ids[k[1]]} (released by its arrivers)"

@@ -219,7 +219,8 @@ class Machine:
         sages = ((),) * self.n
         wins = (NO_WINDOW,) * self.n if self.ownership else ()
         named = (0,) * len(self.tables["named"].ids)
-        state = State(agents, bars, obs, (), perms, defined, lflags, sages, wins, named)
+        mma = (self.tables["wgmma"].initial,) * self.n
+        state = State(agents, bars, obs, (), perms, defined, lflags, sages, wins, named, mma)
         return symmetry.canon(state, self.sym, self.ninst) if self.sym else state
 
     def instr(self, state: State, a: int) -> Instr:

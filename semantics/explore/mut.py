@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 class Mut:
     def __init__(self, m: Machine, state: State, rec: list | None) -> None:
         self.m = m
-        agents, bars, obs, copies, perms, defined, lflags, sages, wins, named = state
+        agents, bars, obs, copies, perms, defined, lflags, sages, wins, named, mma = state
         self.agents = list(agents)
         self.bars = list(bars)
         self.obs = list(obs)
@@ -36,6 +36,7 @@ class Mut:
         self.sages = list(sages)
         self.wins = list(wins)
         self.named = list(named)
+        self.mma = list(mma)
         self.soft: ExploreError | None = None
         self.rec = rec
 
@@ -43,7 +44,7 @@ class Mut:
         return _new(State, (tuple(self.agents), tuple(self.bars), tuple(self.obs),
                             tuple(sorted(self.copies)), tuple(self.perms),
                             tuple(self.defined), tuple(self.lflags), tuple(self.sages),
-                            tuple(self.wins), tuple(self.named)))
+                            tuple(self.wins), tuple(self.named), tuple(self.mma)))
 
     def note(self, kind: Callable[..., object], *fields: object) -> None:
         """Record `kind(*fields)` (notes.py) when the move is being recorded: built only

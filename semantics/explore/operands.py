@@ -60,6 +60,14 @@ class AccessOperands(NamedTuple):
     fp: Any
 
 
+class MmaOperands(NamedTuple):
+    """A wgmma step (the MMAs of a collapsed loop of them included): the atoms its tiles
+    cover (ownership; () otherwise), and per buffer the tiles' element mask."""
+
+    atoms: tuple[int, ...]
+    regions: tuple[tuple[str, int], ...]
+
+
 NO_OPERANDS = NoOperands()
 
 # The kind of a class's next step (machine.Step.kind), checked for every class in every

@@ -24,16 +24,19 @@ from tilesafe.semantics.explore.state import (
     EARMARK,
     FREE,
     GIVEN_BACK,
+    MMA,
     NAMED_CLAIM,
     NAMED_POOL,
+    NEVER_WRITTEN,
     POOL,
     LoadCopy,
     Perm,
     StoreCopy,
     claimable_by,
     given_back,
+    mma_held,
 )
-from tilesafe.semantics.explore.threads import culprit_span, uninitialised
+from tilesafe.semantics.explore.threads import concurrent_writer, culprit_span, uninitialised
 from tilesafe.semantics.instrs import Arrive, Enter, Next, Wait
 
 if TYPE_CHECKING:
@@ -344,3 +347,71 @@ def groups_waited(s: Mut, a: int, pending: int) -> None:
                 hh[me] = hh.get(me, 0) + v
             set_holders(s, x, hh)
 
+
+
+# ---- wgmma ------------------------------------------------------------------------------------
+
+
+def mma_reads(s: Mut, a: int, atoms: tuple[int, ...], span: Span | None) -> None:
+    """The class's MMAs read their tiles until a wgmma_wait covers their group: each tile
+    atom must be written (TS306 / TS304 when nothing has written it yet, a candidate when
+    it may not be), readable by the class (TS304) and fenced for the async proxy (TS301);
+    the open group takes half the class's share (the class keeps reading meanwhile), so
+    that nobody gets the atom whole -- to write it, or load a stage into it -- before the
+    wait gives the share back."""
+    m = s.m
+    me = m.keys.cls[a]
+    key = mma_held(a, 0)
+    for x in atoms:
+        d = s.defined[x]
+        if d == NEVER_WRITTEN and s.soft is None:
+            who, region = m.agents[a].cls.name, m.atoms.label(x)
+            if concurrent_writer(m, s.agents, s.copies, a, x):
+                s.flag(ExploreError("TS304", f"a wgmma of {who} reads {region} before the write "
+                                    "that fills it is ordered before the MMA (use before "
+                                    "ready)", span, soft=True, agent=a, atom=region))
+            else:
+                s.flag(ExploreError("TS306", f"a wgmma of {who} reads {region}, which nothing "
+                                    "(no thread, no copy) has written before: uninitialised "
+                                    "shared memory", span, soft=True, agent=a, atom=region))
+        elif d != DEFINED:
+            uninitialised(s, a, x, span, "uninit")  # some write may not cover it
+        claim_read(s, a, x, span)
+        unf = s.perms[x].unfenced
+        if unf:
+            writers = sorted({m.agents[c].cls.name for c, _ in unf})
+            raise ExploreError("TS301", f"a wgmma reads {m.atoms.label(x)}, written through the "
+                               f"generic proxy by {', '.join(writers)} with no 'fence "
+                               "proxy_async' before the synchronisation that orders the write "
+                               "before the MMA (the tensor cores read through the async "
+                               "proxy)", span, atom=m.atoms.label(x))
+    for x in atoms:
+        h = holders(s, x)
+        half, rest = divmod(h[me], 2)
+        if rest:
+            raise Unsupported("a permission split is not exact in the chosen unit")
+        h[me] -= half
+        h[key] = h.get(key, 0) + half
+        set_holders(s, x, h)
+
+
+def mma_committed(s: Mut, a: int) -> None:
+    """wgmma_commit: the class's groups age by one (the open group becomes age 1)."""
+    for x, (h, _) in enumerate(s.perms):
+        if any(k[0] == MMA and k[1] == a for k, _ in h):
+            set_holders(s, x, {(mma_held(a, k[2] + 1) if k[0] == MMA and k[1] == a else k): v
+                               for k, v in h})
+
+
+def mma_waited(s: Mut, a: int, pending: int) -> None:
+    """wgmma_wait N: the MMAs of groups older than the N newest committed ones are
+    complete; what they read is the class's again."""
+    me = s.m.keys.cls[a]
+    for x, (h, _) in enumerate(s.perms):
+        back = [(k, v) for k, v in h if k[0] == MMA and k[1] == a and k[2] > pending]
+        if back:
+            hh = dict(h)
+            for k, v in back:
+                del hh[k]
+                hh[me] = hh.get(me, 0) + v
+            set_holders(s, x, hh)

@@ -23,6 +23,9 @@ State
   wins     ownership only, per class: `Window` (interned thread maps of its accesses not
            yet ordered among its threads, semantics/footprint.py)
   named    per named-barrier id in use: bit mask of the classes arrived in the current phase
+  mma      per class: `MmaRec` (its wgmma groups no `wgmma_wait` covered yet, each with the
+           fragments its MMAs write, and the fragments whose registers it accessed since its
+           last `wgmma_fence`); ((), 0) in a kernel without fragments
 
 Every record prints as the plain tuple of its fields (`__repr__ = tuple.__repr__`): a
 state prints, fast, exactly as the tuple encoding did, and `order_key` is that text.
@@ -134,6 +137,7 @@ EARMARK = "E"  # (EARMARK, inst, class): a completed phase's share for a waiting
 GIVEN_BACK = "G"  # (GIVEN_BACK, class, age): a finished TMA store's share, until wait_group
 NAMED_POOL = "N"  # (NAMED_POOL, index): released by the arrivers of a named barrier's phase
 NAMED_CLAIM = "Q"  # (NAMED_CLAIM, index, mask): a completed phase's, claimable by `mask`
+MMA = "M"  # (MMA, class, age): read by MMAs of a class's wgmma group until a wgmma_wait
 
 
 def by_class(a: int) -> tuple:
@@ -158,6 +162,10 @@ def named_pool(index: int) -> tuple:
 
 def named_claim(index: int, mask: int) -> tuple:
     return (NAMED_CLAIM, index, mask)
+
+
+def mma_held(cls: int, age: int) -> tuple:
+    return (MMA, cls, age)
 
 
 def claimable_by(k: tuple, a: int) -> bool:
@@ -189,6 +197,21 @@ class HolderKeys:
         self.published = tuple(unfenced(a, True) for a in range(n))
 
 
+# ---- wgmma groups ---------------------------------------------------------------------------
+# Per class (State.mma), plain tuples like positions: (groups, touched). `groups`: the wgmma
+# groups of the class that hold MMAs no `wgmma_wait` covered yet, as (age, fragments) sorted
+# by age -- age 0 the open group (never waited for: PTX waits for committed groups only), n
+# committed n groups ago -- with `fragments` a bit mask (bit i: the kernel's i-th fragment)
+# of what their MMAs write. `touched`: the fragments whose registers the class accessed
+# since its last `wgmma_fence` (every bit before its first one).
+MmaGroup = tuple[int, int]
+MmaRec = tuple[tuple[MmaGroup, ...], int]
+
+
+def mma_rec(groups: tuple[MmaGroup, ...], touched: int) -> MmaRec:
+    return (groups, touched)
+
+
 # ---- the state ----------------------------------------------------------------------------
 
 
@@ -205,6 +228,7 @@ class State(NamedTuple):
     sages: tuple[tuple[int, ...], ...]
     wins: tuple[Window, ...]
     named: tuple[int, ...]
+    mma: tuple[MmaRec, ...]
 
     __repr__ = tuple.__repr__
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tilesafe.semantics.explore.ops import block, bulk, mbarrier, named, ownership
+from tilesafe.semantics.explore.ops import block, bulk, mbarrier, named, ownership, wgmma
 from tilesafe.semantics.explore.ops.base import Family, InFlight, Op
 
 if TYPE_CHECKING:
@@ -22,6 +22,7 @@ FAMILIES: tuple[Family, ...] = (
     named.FAMILY,
     block.FAMILY,
     ownership.FAMILY,
+    wgmma.FAMILY,
 )
 
 
