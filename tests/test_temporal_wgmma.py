@@ -416,6 +416,7 @@ def observed(k, inputs) -> bool:
 @example(["mma", "commit", "mma", "commit", "wait1"], False)  # the newest group pending
 @example(["mma", "commit", "mma", "wait0"], False)  # the second MMA never committed
 @example(["mma", "commit", "wait2", "mma", "commit", "wait1"], False)  # the second pending
+@example(["mma", "commit", "commit", "wait1"], False)  # an empty group: the MMA's may pend
 def test_checker_agrees_with_the_interpreter_on_random_group_sequences(ops, drain):
     """MMAs, commits and `wgmma_wait N` in any order (`drain`: then a commit and
     `wgmma_wait 0`), then the epilogue reads the accumulator: refuted (TS308) exactly when

@@ -403,12 +403,12 @@ def mma_committed(s: Mut, a: int) -> None:
                                for k, v in h})
 
 
-def mma_waited(s: Mut, a: int, pending: int) -> None:
-    """wgmma_wait N: the MMAs of groups older than the N newest committed ones are
-    complete; what they read is the class's again."""
+def mma_waited(s: Mut, a: int, ages: frozenset[int]) -> None:
+    """wgmma_wait N: the MMAs of the groups of these ages (all but the N newest holding
+    MMAs) are complete; what they read is the class's again."""
     me = s.m.keys.cls[a]
     for x, (h, _) in enumerate(s.perms):
-        back = [(k, v) for k, v in h if k[0] == MMA and k[1] == a and k[2] > pending]
+        back = [(k, v) for k, v in h if k[0] == MMA and k[1] == a and k[2] in ages]
         if back:
             hh = dict(h)
             for k, v in back:

@@ -39,7 +39,7 @@ from tilesafe.semantics.explore.errors import ExploreError
 from tilesafe.semantics.explore.notes import ConvergeNote
 from tilesafe.semantics.explore.operands import Err, MmaOperands
 from tilesafe.semantics.explore.ops.base import Family, Op, Scan, line_of
-from tilesafe.semantics.explore.state import DEFINED, MMA, MmaRec, State, mma_rec
+from tilesafe.semantics.explore.state import DEFINED, MMA, MmaGroup, MmaRec, State, mma_rec
 from tilesafe.semantics.instrs import (
     FragAccess,
     Instr,
@@ -60,12 +60,14 @@ NO_FENCE = "TS534"
 
 @dataclass(frozen=True)
 class Fragments:
-    """The kernel's fragments as bits (State.mma masks) and a class's initial record:
-    no group, every fragment "touched" (a wgmma_fence must come before the first MMA)."""
+    """The kernel's fragments as bits (State.mma masks), a class's initial record (no
+    group, every fragment "touched": a wgmma_fence must come before the first MMA), and per
+    class the free shares of every tile its MMAs may read (what its waits may give back)."""
 
     bit: Mapping[str, int]
     names: tuple[str, ...]
     initial: MmaRec
+    tiles: tuple[tuple[tuple, ...], ...]
 
     def mask(self, names: tuple[str, ...]) -> int:
         out = 0
@@ -80,7 +82,18 @@ class Fragments:
 def prepare(m: Machine) -> Fragments:
     names = tuple(f.name for f in m.k.fragments)
     bit = {n: 1 << i for i, n in enumerate(names)}
-    return Fragments(bit, names, mma_rec((), (1 << len(names)) - 1))
+    tiles = []
+    for a in range(m.n):
+        atoms: set[int] = set()
+        if m.ownership:
+            for ins in m.agents[a].code:
+                if isinstance(ins, Wgmma):
+                    for ctrs in m.envs(a, ins):
+                        ev = m.evaluate_safe(a, ins, m.env(a, ins, ctrs))
+                        if ev is not None:
+                            atoms.update(ev.atoms)
+        tiles.append(tuple(obj.free(x) for x in sorted(atoms)))
+    return Fragments(bit, names, mma_rec((), (1 << len(names)) - 1), tuple(tiles))
 
 
 def tables(m: Machine) -> Fragments:
@@ -319,26 +332,35 @@ class WgmmaWaitOp(_Private):
     def gates(self, ins: Instr) -> bool:
         return self.m.ownership
 
+    def static_writes(self, a: int, ins: Instr) -> Any:
+        """Its future (futures.py): the free shares of every tile the class's MMAs read."""
+        return tables(self.m).tiles[a]
+
+    def step_objects(self, a: int, pc: int, ins: Instr, ev: Any) -> tuple:
+        return (), ()  # the gate says which, in the state at hand
+
     def gate(self, state: State, a: int, ins: WgmmaWait, ev: Any, reads: frozenset,
              writes: frozenset) -> tuple[bool, frozenset, frozenset]:
         """Never blocks (its MMAs can always complete first), but the shares it gives back
         are visible to whoever wants those atoms whole (a TMA load refilling the stage):
         ordered against them, a counterexample shows the MMA still pending there."""
-        return True, reads, frozenset(obj.free(x) for x in back(self.m, state, a,
-                                                                 ins.pending))
+        ages = covered(state.mma[a][0], ins.pending)
+        return True, reads, frozenset(obj.free(x) for x in back(state, a, ages))
 
     def local(self, s: Mut, a: int, ins: Instr, ev: Any, reads: frozenset,
               writes: frozenset) -> bool:
-        return not self.m.ownership or not back(self.m, s, a, ins.pending)
+        return not self.m.ownership or not back(s, a, covered(s.mma[a][0], ins.pending))
 
     def apply(self, s: Mut, a: int, ins: WgmmaWait, ev: Any, span: Span | None) -> None:
-        """At most N of the newest committed groups stay pending: the older ones are
-        complete and their tiles' shares are the class's again. The open group (age 0) is
-        not waited for: PTX's wait_group waits for committed groups only."""
+        """At most N committed groups that hold MMAs stay pending -- the newest, since
+        MMAs complete in issue order --, the older ones are complete and their tiles' shares
+        are the class's again. The open group (age 0) is not waited for: wait_group waits
+        for committed groups only."""
         groups, touched = s.mma[a]
-        s.mma[a] = mma_rec(tuple(g for g in groups if g[0] <= ins.pending), touched)
+        ages = covered(groups, ins.pending)
+        s.mma[a] = mma_rec(tuple(g for g in groups if g[0] not in ages), touched)
         if self.m.ownership:
-            perms.mma_waited(s, a, ins.pending)
+            perms.mma_waited(s, a, ages)
 
     def detail(self, a: int, ins: WgmmaWait, ev: Any, completes: int, observes: int,
                observed: bool) -> tuple[str, str]:
@@ -392,10 +414,19 @@ class FragAccessOp(_Private):
         return "fragment registers: " + "; ".join(parts), ""
 
 
-def back(m: Machine, state: State | Mut, a: int, pending: int) -> list[int]:
-    """The atoms whose shares a `wgmma_wait pending` of class `a` gives back."""
+def covered(groups: tuple[MmaGroup, ...], n: int) -> frozenset[int]:
+    """The ages of the groups a `wgmma_wait n` waits for: every committed group holding MMAs
+    but the n newest -- the interpreter's rule (docs/semantics.md, "Tensor cores"). PTX
+    counts empty groups among the newest n too (it would also wait for a group older than
+    n commits); keeping more groups pending, this rule never proves what PTX refutes."""
+    committed = [age for age, _ in groups if age > 0]  # sorted by age: newest first
+    return frozenset(committed[n:])
+
+
+def back(state: State | Mut, a: int, ages: frozenset[int]) -> list[int]:
+    """The atoms whose shares class `a`'s groups of these ages give back."""
     return [x for x, (h, _) in enumerate(state.perms)
-            if any(k[0] == MMA and k[1] == a and k[2] > pending for k, _ in h)]
+            if any(k[0] == MMA and k[1] == a and k[2] in ages for k, _ in h)]
 
 
 # ---- exit and deadlocks -------------------------------------------------------------------------
