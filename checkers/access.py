@@ -49,7 +49,7 @@ from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend import ir
 from tilesafe.frontend.limits import GRID_LIMITS
 from tilesafe.frontend.span import Span
-from tilesafe.semantics import coverage
+from tilesafe.semantics import coverage, gather, gather_coverage
 from tilesafe.semantics.access import (
     AccessRelation,
     Kind,
@@ -319,13 +319,17 @@ def _shape(kernel: ir.Kernel, a: AccessRelation, sizes: Mapping[str, int]) -> li
 # ---- written at most once -----------------------------------------------------------------
 
 
-def _conflicts(a: AccessRelation, b: AccessRelation, under: bool) -> isl.Map:
+def _conflicts(kernel: ir.Kernel, a: AccessRelation, b: AccessRelation,
+               under: bool) -> isl.Map:
     """{ a-instance -> b-instance : both write one element }, minus the same instance and
     instances that took opposite branches of one `if`."""
     wa = a.relation_under if under else a.relation
     wb = b.relation_under if under else b.relation
     assert wa is not None and wb is not None
     pairs = wa.apply_range(wb.reverse())
+    if a.gathers or b.gathers:  # scatters: the values read by the two instances
+        pairs = pairs.intersect(gather.pair_facts(kernel, a.gathers, b.gathers,
+                                                  pairs.get_space()))
     if a.index == b.index:
         pairs = pairs.subtract(isl.Map.identity(pairs.get_space()))
     for ba in a.branches:
@@ -354,11 +358,11 @@ def _at_most_once(kernel: ir.Kernel, tensor: str,
     open_pairs = []
     for i, a in enumerate(modelled):
         for b in modelled[i:]:
-            over = _conflicts(a, b, under=False)
+            over = _conflicts(kernel, a, b, under=False)
             if over.is_empty():
                 continue
             conflicts[f"{a.name},{b.name}"] = str(over)
-            under = _conflicts(a, b, under=True)
+            under = _conflicts(kernel, a, b, under=True)
             if under.is_empty():
                 open_pairs.append((a, b))
                 continue
@@ -406,7 +410,15 @@ def _at_least_once(kernel: ir.Kernel, ctx: isl.Context, t: ir.GlobalTensor,
     written_under = isl.Set.empty(valid.get_space())
     written_over = isl.Set.empty(valid.get_space())
     methods: dict[str, str] = {}
+    scatters = [w for w in writers if w.gathers]
+    if scatters:  # what they write whatever the data is (semantics/gather_coverage.py)
+        written_under = gather_coverage.surely_written(kernel, scatters, valid)
     for w in writers:
+        if w.gathers:
+            methods[f"{w.name}@{_at(w.span)}"] = "gathered"
+            if w.relation is not None:
+                written_over = written_over.union(w.relation.range().intersect(valid))
+            continue
         if w.relation_under is not None:
             under = coverage.image(w, valid, under=True)
             written_under = written_under.union(under.elements)
@@ -496,8 +508,12 @@ def _instance(kernel: ir.Kernel, a: AccessRelation, params: Mapping[str, int],
               coords: Sequence[int]) -> dict[str, object]:
     nblock = len(kernel.grid)
     loops = {name: coords[a.dims.index(name)] for name in a.loop_dims}
-    return {"sizes": dict(params), "block": list(coords[:nblock]), "thread": coords[nblock],
-            "loops": loops, "statement": f"{a.name} at {_at(a.span)}"}
+    out = {"sizes": dict(params), "block": list(coords[:nblock]), "thread": coords[nblock],
+           "loops": loops, "statement": f"{a.name} at {_at(a.span)}"}
+    if a.gathers:  # the index-tensor elements read and the values they held
+        out["gathered"] = gather.describe(a.gathers, a.domain.get_space(), dict(params),
+                                          coords[:len(a.dims)])
+    return out
 
 
 def _sizes(params: Mapping[str, int]) -> str:
@@ -514,6 +530,10 @@ def _describe(inst: Mapping[str, object], sizes: bool = True) -> str:
     loops = inst["loops"]
     if loops:
         parts.append(", ".join(f"{k}={v}" for k, v in loops.items()))  # type: ignore[union-attr]
+    gathered = inst.get("gathered")
+    if gathered:
+        parts.append("reading " + ", ".join(
+            f"{k} = {v}" for k, v in gathered.items()))  # type: ignore[union-attr]
     return ", ".join(parts)
 
 

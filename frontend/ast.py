@@ -62,6 +62,8 @@ class Reduce(Expr):
     lo: Expr
     hi: Expr
     body: Expr
+    # `permutation(p in 0 .. P: ids[p], 0 .. M)`: the value range of a `requires` predicate
+    values: tuple[Expr, Expr] | None = None
 
 
 @dataclass(frozen=True)
@@ -388,6 +390,15 @@ class Ensures:
 
 
 @dataclass(frozen=True)
+class Requires:
+    """`requires COND`: a precondition on the contents of index tensors (a condition, or a
+    predicate call such as `injective(p in 0 .. P: ids[p], 0 .. M)`)."""
+
+    span: Span
+    cond: Expr
+
+
+@dataclass(frozen=True)
 class Kernel:
     span: Span
     name: str
@@ -399,6 +410,7 @@ class Kernel:
     ensures: tuple[Ensures, ...] = ()
     # `specialize F1, F2`: one tuple of facts per clause, in order (docs/jit.md)
     specialize: tuple[tuple[Expr, ...], ...] = ()
+    requires: tuple[Requires, ...] = ()
 
 
 @dataclass(frozen=True)

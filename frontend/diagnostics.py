@@ -34,6 +34,7 @@ BAD_THREADS = "TS032"  # role thread range outside the block
 BAD_SPEC = "TS040"  # a malformed `ensures` clause (not an out tensor, shared memory in it, ...)
 BAD_MMA = "TS034"  # a wgmma whose tiles, dtypes or accumulator are not an MMA shape
 BAD_FRAGMENT = "TS035"  # a fragment no wgmma can accumulate into (shape, dtype)
+BAD_REQUIRES = "TS042"  # a malformed `requires` clause (not an index tensor, an unbound var)
 SPEC_OUTSIDE = "TS041"  # an `ensures` clause that reads outside a tensor for some size
 
 

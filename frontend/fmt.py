@@ -53,8 +53,10 @@ def _expr(e: ast.Expr) -> tuple[str, int]:
     if isinstance(e, ast.Call):
         return f"{e.func}({_exprs(e.args)})", _ATOM_PREC
     if isinstance(e, ast.Reduce):
+        values = ("" if e.values is None else
+                  f", {format_expr(e.values[0])} .. {format_expr(e.values[1])}")
         return (f"{e.func}({e.var} in {format_expr(e.lo)} .. {format_expr(e.hi)}: "
-                f"{format_expr(e.body)})"), _ATOM_PREC
+                f"{format_expr(e.body)}{values})"), _ATOM_PREC
     if isinstance(e, ast.Unary):
         if e.op == "!":
             return "!" + _operand(e.operand, _NOT_PREC), _NOT_PREC
@@ -335,6 +337,9 @@ class _Layout:
             grid = f"({_exprs(k.grid)})"
         self.emit(1, f"grid {grid} block {format_expr(k.block_dim)}", _start(k.grid[0].span),
                   _end(k.block_dim.span), blank_ok=False)
+        for r in k.requires:
+            self.emit(1, f"requires {format_expr(r.cond)}", _start(r.span), _end(r.span),
+                      blank_ok=False)
         for c in k.ensures:
             tested = f"{c.modifier} " if c.modifier else ""
             self.emit(1, f"ensures {tested}{c.tensor}[{', '.join(c.index_vars)}] == "

@@ -638,6 +638,40 @@ class Ensures:
     tested: bool = False
 
 
+class RequireKind(str, Enum):
+    """What a `requires` clause says about the contents of `in` index tensors
+    (docs/language.md, section 13)."""
+
+    ALL = "all"  # `requires COND`: COND holds for every value of the quantified variables
+    INJECTIVE = "injective"  # E(p) differs at distinct p (only values in the range count)
+    PERMUTATION = "permutation"  # injective, and every value of the range is some E(p)
+    SORTED = "sorted"  # E(p) <= E(q) for p <= q
+
+
+@dataclass(frozen=True)
+class Requires:
+    """A precondition on the contents of index tensors, which the provers assume (a gathered
+    value is an unknown constrained by these clauses) and the launcher checks on the data.
+
+    ALL: `cond` holds for every value of `vars` at which each read of an index tensor whose
+    index is affine in `vars` (a *direct* read) is inside its tensor; reads through other
+    reads are evaluated left to right with short-circuit `&&`/`||`, so a guard keeps them
+    in bounds. The predicates (INJECTIVE, PERMUTATION, SORTED) range `vars[0]` over
+    `lo .. hi` and speak of the integer term `value`; for INJECTIVE and PERMUTATION only
+    the values in `vlo .. vhi` count (others, such as a sentinel, may repeat), and a
+    PERMUTATION takes every value of that range exactly once."""
+
+    span: Span
+    kind: RequireKind
+    vars: tuple[LoopVar, ...]
+    cond: Expr | None = None  # ALL
+    lo: Expr | None = None  # the predicates: the range of vars[0], affine in the sizes
+    hi: Expr | None = None
+    value: Expr | None = None  # the predicates: E(vars[0])
+    vlo: Expr | None = None  # INJECTIVE/PERMUTATION: the values that count
+    vhi: Expr | None = None
+
+
 @dataclass(frozen=True)
 class Kernel:
     span: Span
@@ -658,6 +692,8 @@ class Kernel:
     # order a call tries them; frontend/specialize.py builds the variants (docs/jit.md)
     specializations: tuple[tuple[Expr, ...], ...] = ()
     target: Target = DEFAULT_TARGET  # the machine it was resolved for (warp size, limits)
+    # preconditions on the contents of `in` index tensors (gathers/scatters through them)
+    requires: tuple[Requires, ...] = ()
 
     def tensor(self, name: str) -> GlobalTensor:
         return next(t for t in self.params if t.name == name)

@@ -263,8 +263,12 @@ class _ToAst(Transformer):
         body = rest[-1]
         ensures = tuple(i for i in rest if isinstance(i, ast.Ensures))
         special = tuple(i[1] for i in rest if isinstance(i, tuple) and i and i[0] == "specialize")
+        requires = tuple(i for i in rest if isinstance(i, ast.Requires))
         return ast.Kernel(self._s(meta), str(name), params, where[1] if where else (),
-                          launch[1], launch[2], body, ensures, special)
+                          launch[1], launch[2], body, ensures, special, requires)
+
+    def requires_clause(self, meta, items):
+        return ast.Requires(self._s(meta), items[0])
 
     def ensures_clause(self, meta, items):
         modifier, name, *rest = items
@@ -545,8 +549,9 @@ class _ToAst(Transformer):
         return ast.Call(self._s(meta), str(items[0]), args)
 
     def reduce_expr(self, meta, items):
-        func, var, lo, hi, body = items
-        return ast.Reduce(self._s(meta), str(func), str(var), lo, hi, body)
+        func, var, lo, hi, body, *values = items
+        return ast.Reduce(self._s(meta), str(func), str(var), lo, hi, body,
+                          (values[0], values[1]) if values else None)
 
     def block_idx(self, meta, items):
         return ast.BlockIdx(self._s(meta), str(items[0]))

@@ -38,6 +38,8 @@ CODES: dict[str, str] = {
     "TS040": "a malformed ensures clause (an input on the left, shared memory, a repeated ...",
     "TS041": "an ensures clause that reads outside a tensor for some allowed size and output "
              "element",
+    "TS042": "a malformed requires clause (not an `in` integer index tensor, a variable that "
+             "indexes no index tensor, not Presburger, a predicate misused)",
     "TS100": "a shared-memory layout that cannot be realised over its buffer",
     "TS101": "a shared-memory layout that maps two elements to one offset (aliasing)",
     "TS102": "a shared-memory layout with a negative offset",

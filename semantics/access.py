@@ -36,6 +36,8 @@ from tilesafe.semantics.affine import (
     make_space,
     term,
 )
+from tilesafe.semantics.gather import GatherDim, constraints
+from tilesafe.semantics.gather_keys import keys_in
 
 OUT = isl.dim_type.out
 _ISL_WORDS = frozenset({"and", "or", "not", "mod", "floor", "ceil", "min", "max", "exists",
@@ -100,6 +102,9 @@ class AccessRelation:
     # A TMA copy's global side: the box at `terms`; a buffer slice: the whole trailing dims
     # after the prefix `terms`; () for a load or store.
     box: tuple[int, ...] = ()
+    # The reads of index tensors the indices and guards use, each a dim of the instance
+    # space after the loops (semantics/gather.py): gathers and scatters
+    gathers: tuple[GatherDim, ...] = ()
 
     @property
     def name(self) -> str:
@@ -271,8 +276,17 @@ class _Collector:
                box_from_zero: bool = False, tile: tuple[int, ...] = ()) -> AccessRelation:
         self.count += 1
         name = f"S{self.count}"
-        env = scope.env(make_space(self.ctx, self.k.sizes, scope.dims, name))
+        keys = keys_in(self.k, tuple(indices) + tuple(g for g, _ in scope.guards), scope.lets)
+        gdims = tuple(f"g{k}_{key.tensor}" for k, key in enumerate(keys))
+        dims = scope.dims + gdims
+        env = scope.env(make_space(self.ctx, self.k.sizes, dims, name))
+        if keys:
+            env = replace(env, gathers={key: len(scope.dims) + k for k, key in enumerate(keys)})
+        gathers = tuple(GatherDim(env.gathers[key], key, env) for key in keys)
         dom = self.domain(scope, env)
+        if gathers:
+            facts = constraints(self.k, env.universe(), gathers)
+            dom = CondSets(dom.over & facts, dom.under & facts, dom.dropped)
         clipped = bool(coords)
         relation = relation_under = origin = origin_under = None
         error = None
@@ -300,10 +314,10 @@ class _Collector:
         except NotAffine as why:
             error = f"index at {why.expr.span.line}:{why.expr.span.col}: {why.reason}"
         return AccessRelation(
-            self.count, tensor, space, kind, via, scope.dims,
+            self.count, tensor, space, kind, via, dims,
             tuple(scope.dims[pos] for _, pos in scope.loops), dom.over, dom.under,
             relation, relation_under, span, node, clipped, dom.dropped, scope.branches, error,
-            origin, origin_under, terms if error is None else None, tuple(box))
+            origin, origin_under, terms if error is None else None, tuple(box), gathers)
 
     def domain(self, scope: _Scope, env: AffineEnv) -> CondSets:
         sets = where_sets(self.k, env)

@@ -19,6 +19,7 @@ import islpy as isl
 from tilesafe.frontend import ir
 from tilesafe.frontend.fold import Algebra, fold
 from tilesafe.semantics import evaluate
+from tilesafe.semantics.gather_keys import canonical
 
 SET = isl.dim_type.set
 PARAM = isl.dim_type.param
@@ -47,6 +48,9 @@ class AffineEnv:
     blocks: tuple[int, ...] = ()
     thread: int | None = None
     lets: Mapping[int, ir.Expr] = field(default_factory=dict)
+    # A read of an index tensor (semantics/gather_keys.canonical) -> the set dim holding the
+    # value read: a gathered value is an unknown of the space (semantics/gather.py)
+    gathers: Mapping[ir.Load, int] = field(default_factory=dict)
 
     @property
     def ctx(self) -> isl.Context:
@@ -125,6 +129,10 @@ class IslTerms(Algebra[isl.PwAff]):
                 raise NotAffine(f"'{e.name}' is not bound to an integer term", e)
             return fold(env.lets[e.uid], self)
         if isinstance(e, ir.Load):
+            if env.gathers:
+                pos = env.gathers.get(canonical(e, env.lets))
+                if pos is not None:
+                    return dim(env, pos)
             raise NotAffine(f"it reads memory ('{e.tensor}[...]')", e)
         raise NotAffine(f"'{type(e).__name__}' is not a quasi-affine term", e)
 

@@ -44,6 +44,7 @@ from tilesafe.frontend import ir, walk
 from tilesafe.semantics import sync_counts as sc
 from tilesafe.semantics.access import AccessRelation, Kind, Via
 from tilesafe.semantics.affine import AffineEnv, NotAffine, term
+from tilesafe.semantics.gather import pair_facts
 from tilesafe.semantics.value_terms import Inst
 
 IN, OUT = isl.dim_type.in_, isl.dim_type.out
@@ -289,6 +290,9 @@ class Orders:
         if wrel is None or rrel is None:
             return None
         pairs = wrel.apply_range(rrel.reverse())  # writer instance -> reader instance
+        if w.access.gathers or r.access.gathers:  # the values the two read, consistent
+            pairs = pairs.intersect(pair_facts(self.k, w.access.gathers, r.access.gathers,
+                                               pairs.get_space()))
         same = pairs
         for k in range(self.nblock):
             same = same.equate(IN, k, OUT, k)

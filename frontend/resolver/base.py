@@ -35,6 +35,9 @@ class Local:
     type: ir.ScalarType
     mutable: bool
     affine: bool  # an immutable INT local whose value is quasi-affine
+    # an immutable INT local affine in reads of index tensors (`let r = ids[t]`): usable in
+    # the index of a global tensor (a gather or scatter), nowhere else
+    gathered: bool = False
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import difflib
 
-from tilesafe.frontend import ast, ir
+from tilesafe.frontend import ast, ir, walk
 from tilesafe.frontend import diagnostics as dg
 from tilesafe.frontend.resolver.base import (
     BLOCK_AXES,
@@ -29,15 +29,33 @@ class ExprResolver(ResolverBase):
             self.error(dg.NOT_INTEGER, f"expected an integer, found a {value.type.value}",
                        span)
 
-    def require_affine(self, value: ir.Expr, span: Span, what: str) -> None:
+    def require_affine(self, value: ir.Expr, span: Span, what: str,
+                       gather_ok: bool = False) -> None:
+        """`gather_ok`: a global tensor's index, which may also be affine in reads of index
+        tensors (a gather or scatter, docs/language.md section 13)."""
         if value.type is not INT:
             self.error(dg.NOT_INTEGER, f"{what} must be an integer, found a "
                        f"{value.type.value}", span)
-        elif not is_affine(value, self.affine_local):
-            self.error(dg.NOT_AFFINE,
-                       f"{what} must be quasi-affine (Presburger): "
-                       f"{why_not_affine(value, self.affine_local)}",
-                       span, "multiply, divide and take remainders only by constants")
+            return
+        local = self.gather_local if gather_ok else self.affine_local
+        gather = self.index_read if gather_ok else None
+        if is_affine(value, local, gather):
+            return
+        hint = "multiply, divide and take remainders only by constants"
+        if not gather_ok and is_affine(value, self.gather_local, self.index_read):
+            hint = ("a value read from an index tensor may index a global tensor only (a "
+                    "gather or scatter), not " + what.removeprefix("a ").removeprefix("an "))
+        elif gather_ok:
+            bad = next((ld for ld in walk.loads(value) if ld.space is ir.Space.GLOBAL
+                        and self.index_tensor(ld.tensor) is not None), None)
+            if bad is not None:
+                hint = f"an index may read an index tensor: {self.index_tensor(bad.tensor)}"
+            elif any(not self.index_read(ld) for ld in walk.loads(value)
+                     if ld.space is ir.Space.GLOBAL):
+                hint = "an index tensor is read at quasi-affine indices (not through a read)"
+        self.error(dg.NOT_AFFINE,
+                   f"{what} must be quasi-affine (Presburger): "
+                   f"{why_not_affine(value, local, gather)}", span, hint)
 
     def affine_local(self, uid: int) -> bool:
         for scope in self.scopes:
@@ -114,7 +132,7 @@ class ExprResolver(ResolverBase):
         space, dtype, rank = self.indexable(e.name, e.span)
         if space is None:
             return placeholder(e.span, FLOAT)
-        indices = self.indices(e.indices, rank, e.name, e.span)
+        indices = self.indices(e.indices, rank, e.name, e.span, space is ir.Space.GLOBAL)
         return ir.Load(e.span, dtype.scalar, e.name, space, indices)
 
     def e_Unary(self, e: ast.Unary) -> ir.Expr:

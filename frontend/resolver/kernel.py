@@ -9,12 +9,14 @@ from tilesafe.frontend.resolver.base import DECLS
 from tilesafe.frontend.resolver.decls import DeclResolver
 from tilesafe.frontend.resolver.exprs import ExprResolver
 from tilesafe.frontend.resolver.mma import MmaResolver
+from tilesafe.frontend.resolver.requires import RequiresResolver
 from tilesafe.frontend.resolver.rules import infer_roles
 from tilesafe.frontend.resolver.spec import SpecResolver
 from tilesafe.frontend.resolver.stmts import StmtResolver
 
 
-class KernelResolver(DeclResolver, StmtResolver, MmaResolver, SpecResolver, ExprResolver):
+class KernelResolver(DeclResolver, StmtResolver, MmaResolver, SpecResolver, RequiresResolver,
+                     ExprResolver):
     """Declarations first (constants before shapes and the launch), then the body, then the
     `ensures` clauses (which may need the roles the body implies)."""
 
@@ -56,6 +58,7 @@ class KernelResolver(DeclResolver, StmtResolver, MmaResolver, SpecResolver, Expr
         self.check_shared_total(k)
         with self.scope():
             body = self.stmts(tuple(s for s in top if not isinstance(s, DECLS)))
+        requires = tuple(r for r in (self.requires(c) for c in k.requires) if r is not None)
         ensures = tuple(e for e in (self.ensures(c) for c in k.ensures) if e is not None)
         if self.diags:
             return None
@@ -63,7 +66,7 @@ class KernelResolver(DeclResolver, StmtResolver, MmaResolver, SpecResolver, Expr
             k.span, k.name, tuple(self.sizes), tuple(params), where, grid, self.block,
             tuple(self.consts.items()), tuple(self.buffers.values()),
             tuple(self.tmaps.values()), tuple(self.barriers.values()), body, ensures,
-            tuple(self.fragments.values()), special, target=self.target,
+            tuple(self.fragments.values()), special, target=self.target, requires=requires,
         )
         kernel = infer_roles(kernel)
         for c in kernel.ensures:  # a tensor without a declared role: known only now

@@ -58,15 +58,19 @@ def names_in(e: ast.Expr) -> Iterator[str]:
             yield from names_in(a)
 
 
-def is_affine(e: ir.Expr, local_affine=lambda uid: False) -> bool:
+def is_affine(e: ir.Expr, local_affine=lambda uid: False, gather=None) -> bool:
     """Quasi-affine integer term: + - by anything affine, * by a constant, / % by a
     positive constant, min/max/abs of affine terms; leaves are constants, sizes, loop
-    variables, builtins and immutable locals bound to affine terms."""
-    return why_not_affine(e, local_affine) is None
+    variables, builtins and immutable locals bound to affine terms. With `gather`, a load
+    it accepts (a read of an index tensor) is a leaf too: the term is affine in the value
+    read, which the provers treat as an unknown constrained by `requires`."""
+    return why_not_affine(e, local_affine, gather) is None
 
 
-def why_not_affine(e: ir.Expr, local_affine=None) -> str | None:
+def why_not_affine(e: ir.Expr, local_affine=None, gather=None) -> str | None:
     local_affine = local_affine or (lambda uid: True)
+    if isinstance(e, ir.Load) and gather is not None and gather(e):
+        return None
     if e.type is not INT:
         return f"'{brief(e)}' is not an integer"
     if isinstance(e, (ir.IntConst, ir.SizeVar, ir.LoopVar, ir.Builtin)):
@@ -78,18 +82,18 @@ def why_not_affine(e: ir.Expr, local_affine=None) -> str | None:
     if isinstance(e, ir.Load):
         return f"it reads memory ('{e.tensor}[...]')"
     if isinstance(e, ir.UnOp):
-        return why_not_affine(e.operand, local_affine)
+        return why_not_affine(e.operand, local_affine, gather)
     if isinstance(e, ir.Call):
         if e.func in ("min", "max", "abs"):
             for a in e.args:
-                why = why_not_affine(a, local_affine)
+                why = why_not_affine(a, local_affine, gather)
                 if why:
                     return why
             return None
         return f"'{e.func}(...)' is not affine"
     if isinstance(e, ir.BinOp):
         for side in (e.lhs, e.rhs):
-            why = why_not_affine(side, local_affine)
+            why = why_not_affine(side, local_affine, gather)
             if why:
                 return why
         if e.op == "*" and not (isinstance(e.lhs, ir.IntConst) or isinstance(e.rhs, ir.IntConst)):

@@ -74,6 +74,9 @@ class SpecResolver(ResolverBase):
         """An expression of a spec: the ordinary rules, minus what has no meaning after the
         launch, plus sums and non-affine (gather) indices."""
         if isinstance(e, ast.Reduce):
+            if e.values is not None and e.func in ("sum", "sum_seq"):
+                self.error(dg.BAD_SPEC, f"'{e.func}' takes no value range", e.values[0].span)
+                return placeholder(e.span, FLOAT)
             if e.func not in ("sum", "sum_seq"):
                 self.error(dg.BAD_SPEC, f"unknown reduction '{e.func}'", e.span,
                            "use sum(j in lo .. hi: e) (order free) or sum_seq (fixed order)")

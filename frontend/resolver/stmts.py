@@ -45,7 +45,8 @@ class StmtResolver(ResolverBase):
             return None
         uid = self.fresh()
         affine = value.type is INT and is_affine(value, self.affine_local)
-        self.scopes[-1][s.name] = Local(uid, value.type, False, affine)
+        gathered = value.type is INT and is_affine(value, self.gather_local, self.index_read)
+        self.scopes[-1][s.name] = Local(uid, value.type, False, affine, gathered)
         return ir.Let(s.span, uid, s.name, value)
 
     def s_VarDecl(self, s: ast.VarDecl) -> ir.Stmt | None:
@@ -81,7 +82,7 @@ class StmtResolver(ResolverBase):
         space, dtype, rank = self.indexable(s.target, s.span)
         if space is None:
             return None
-        indices = self.indices(s.indices, rank, s.target, s.span)
+        indices = self.indices(s.indices, rank, s.target, s.span, space is ir.Space.GLOBAL)
         value = self.convert(self.expr(s.value), dtype.scalar, s.value.span)
         return ir.Store(s.span, s.target, space, indices, value)
 
@@ -303,13 +304,14 @@ class StmtResolver(ResolverBase):
             self.unknown(name, span, "tensor")
         return None, None, 0
 
-    def indices(self, exprs, rank: int, name: str, span: Span) -> tuple[ir.Expr, ...]:
+    def indices(self, exprs, rank: int, name: str, span: Span,
+                gather_ok: bool = False) -> tuple[ir.Expr, ...]:
         if len(exprs) != rank:
             self.error(dg.RANK_MISMATCH,
                        f"'{name}' has rank {rank} but {len(exprs)} indices were given", span)
         out = []
         for e in exprs:
             value = self.expr(e)
-            self.require_affine(value, e.span, "an index")
+            self.require_affine(value, e.span, "an index", gather_ok)
             out.append(value)
         return tuple(out)
