@@ -261,12 +261,41 @@ _ASSIGNING = (ast.Let, ast.VarDecl, ast.Assign, ast.Store, ast.ConstDecl)
 
 def _wrap(indent: int, s: ast.Stmt, text: str) -> str:
     """A binding or store wider than MAX_WIDTH breaks after its `=` (the value goes on a
-    continuation line one level deeper); nothing else is ever broken."""
-    if len(INDENT * indent + text) <= MAX_WIDTH or not isinstance(s, _ASSIGNING):
+    continuation line one level deeper), a wgmma before its `scale_d` clause; nothing else
+    is ever broken."""
+    if len(INDENT * indent + text) <= MAX_WIDTH:
+        return text
+    if isinstance(s, ast.Wgmma) and s.scale_d is not None:
+        clause = f"scale_d {format_expr(s.scale_d)}"
+        head = text[: len(text) - len(clause)].rstrip()
+        return f"{head}\n{INDENT * (indent + 1)}{clause}"
+    if not isinstance(s, _ASSIGNING):
         return text
     value = format_expr(s.value)
     head = text[: len(text) - len(value)].rstrip()
     return f"{head}\n{INDENT * (indent + 1)}{value}"
+
+
+def _header(k: ast.Kernel) -> str:
+    """`kernel name(params)`; past MAX_WIDTH the parameters continue on lines aligned
+    under the first one, as many to a line as fit."""
+    params = [f"{p.name}: {p.role + ' ' if p.role else ''}global {p.dtype}[{_exprs(p.shape)}]"
+              for p in k.params]
+    opening = f"kernel {k.name}("
+    one_line = opening + ", ".join(params) + ")"
+    if len(one_line) <= MAX_WIDTH or len(params) < 2:
+        return one_line
+    lines, current = [], opening
+    for i, p in enumerate(params):
+        piece = p + ("," if i < len(params) - 1 else ")")
+        fresh = current in (opening, " " * len(opening))
+        if not fresh and len(current) + 1 + len(piece) > MAX_WIDTH:
+            lines.append(current)
+            current = " " * len(opening)
+            fresh = True
+        current += piece if fresh else " " + piece
+    lines.append(current)
+    return "\n".join(lines)
 
 
 # ---- layout into lines ---------------------------------------------------------------------
@@ -317,13 +346,8 @@ class _Layout:
             self.kernel(k)
 
     def kernel(self, k: ast.Kernel) -> None:
-        params = ", ".join(
-            f"{p.name}: {p.role + ' ' if p.role else ''}global {p.dtype}[{_exprs(p.shape)}]"
-            for p in k.params
-        )
         header_end = _end(k.params[-1].span) if k.params else _start(k.span)
-        self.emit(0, f"kernel {k.name}({params})", _start(k.span), header_end,
-                  new_kernel=True)
+        self.emit(0, _header(k), _start(k.span), header_end, new_kernel=True)
         if k.where:
             self.emit(1, f"where {_exprs(k.where)}", _start(k.where[0].span),
                       _end(k.where[-1].span), blank_ok=False)

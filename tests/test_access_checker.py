@@ -17,6 +17,7 @@ from pathlib import Path
 
 import islpy as isl
 import pytest
+from corpus_files import load_corpus
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -87,6 +88,9 @@ class _Run:
             idx = tuple(self.ev(i, env) for i in e.indices)
             self.record(e, e.tensor, env, [idx])
             return 0
+        if isinstance(e, ir.FragLoad):  # a register: no tensor or buffer element
+            self.ev(e.reg, env)
+            return 0
         raise AssertionError(f"unexpected {e}")
 
     def record(self, node: object, tensor: str, env: dict, elements) -> None:
@@ -130,6 +134,14 @@ class _Run:
             lo, hi = s.threads.lo, (s.threads.lo + 1 if s.elect_one else s.threads.hi)
             if lo <= env["thread"] < hi:
                 self.stmts(s.body, {**env, "vars": dict(env["vars"])})
+        elif isinstance(s, ir.FragStore):
+            self.ev(s.reg, env)
+            self.ev(s.value, env)
+        elif isinstance(s, ir.Wgmma):  # every thread of the warpgroup reads both tiles
+            for tile in (s.a, s.b):
+                starts = tuple(self.ev(i.start, env) for i in tile.index)
+                extents = tuple(i.extent or 1 for i in tile.index)
+                self.record(s, tile.buffer, env, self.box(starts, extents))
         elif isinstance(s, (ir.TmaLoad, ir.TmaStore)):
             tmap = self.k.tensormap(s.tensormap)
             coords = tuple(self.ev(c, env) for c in s.coords)
@@ -539,7 +551,7 @@ def test_budget_exhaustion_is_unknown() -> None:
 
 @pytest.mark.parametrize("path", GOOD, ids=[p.stem for p in GOOD])
 def test_good_corpus_proved_and_exact(path: Path) -> None:
-    for kernel in load_program(path).kernels:
+    for kernel in load_corpus(path).kernels:
         obligations = checker.check(kernel, OPTIONS)
         for o in obligations:
             assert o.verdict is Verdict.PROVED, (o.name, o.message)
@@ -554,12 +566,12 @@ def test_bad_corpus_refuted(path: Path) -> None:
     head = path.read_text().splitlines()[0].split()
     code = head[2]
     line = int(head[4]) if len(head) > 4 else None
-    refuted = [o for k in load_program(path).kernels for o in checker.check(k, OPTIONS)
+    refuted = [o for k in load_corpus(path).kernels for o in checker.check(k, OPTIONS)
                if o.verdict is Verdict.REFUTED]
     assert any(o.code == code for o in refuted), [o.code for o in refuted]
     if line is not None:
         assert any(o.code == code and o.span.line == line for o in refuted)
-    for k in load_program(path).kernels:
+    for k in load_corpus(path).kernels:
         for o in checker.check(k, OPTIONS):
             if o.verdict is Verdict.REFUTED:
                 replay_counterexample(k, o)
@@ -590,7 +602,7 @@ def test_interpreter_confirms_counterexample(path: Path) -> None:
     interp = pytest.importorskip("tilesafe.semantics.interp")
     from tilesafe.semantics.interp_error import InterpError
 
-    kernel = load_program(path).kernels[0]
+    kernel = load_corpus(path).kernels[0]
     refuted = [o for o in checker.check(kernel, OPTIONS) if o.verdict is Verdict.REFUTED]
     o = refuted[0]
     sizes = o.counterexample["sizes"]

@@ -9,11 +9,12 @@ import re
 from pathlib import Path
 
 import pytest
+from corpus_files import load_corpus
 
 from tilesafe.checkers import barrier, ownership
 from tilesafe.checkers.obligation import Severity, Verdict
 from tilesafe.checkers.registry import CHECKERS, CheckOptions
-from tilesafe.frontend.load import compile_source, load_program
+from tilesafe.frontend.load import compile_source
 from tilesafe.semantics.events import build_model
 from tilesafe.semantics.explore import (
     Machine,
@@ -31,7 +32,7 @@ OPTS = CheckOptions()
 @functools.cache
 def kernel_of(path: Path):
     """Parsed once per test session, so the checkers' per-kernel cache is shared."""
-    return load_program(path).kernels[0]
+    return load_corpus(path).kernels[0]
 
 
 def expected(path: Path) -> str:

@@ -352,7 +352,7 @@ def test_run_kernel_choice(cli, tsk):
 def test_internal_error_exits_3_without_traceback(cli, tsk, monkeypatch):
     from tilesafe import api
 
-    def boom(path, text=None):
+    def boom(*args, **kwargs):
         raise RuntimeError("kaboom")
 
     monkeypatch.setattr(api, "lint", boom)
@@ -365,10 +365,10 @@ def test_internal_error_exits_3_without_traceback(cli, tsk, monkeypatch):
 def test_debug_env_shows_traceback(cli, tsk, monkeypatch):
     from tilesafe import api
 
-    monkeypatch.setattr(api, "lint", lambda path: 1 / 0)
+    monkeypatch.setattr(api, "lint", lambda *args, **kwargs: 1 / 0)
     monkeypatch.setenv("TILESAFE_DEBUG", "1")
     r = cli("lint", tsk(SMALL))
-    assert r.code == 3 and "Traceback" in r.err
+    assert r.code == 3 and "Traceback" in r.err and "ZeroDivisionError" in r.err
 
 
 @pytest.mark.parametrize("text", ["", "\x00\x01", "kernel", "kernel k() grid 1 block 32 {",

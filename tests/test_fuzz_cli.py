@@ -62,12 +62,15 @@ def test_smoke_batch_has_no_internal_error(tmp_path):
 
 def test_a_case_past_its_time_is_a_timeout_not_a_failure(tmp_path):
     """The harness itself: SIGALRM ends the case, and the next one gets a fresh worker."""
-    slow = fuzz_cli.make_case(0, 2)  # a verify
+    # a verify of a real pipeline: seconds of work, far past a 1 ms limit (a generated case
+    # may be a file the frontend rejects at once, which finishes first)
+    pipeline = (HERE.parent / "corpus" / "good" / "pipeline2.tsk").read_text()
+    slow = fuzz_cli.Case(0, "corpus", "verify", ("verify", "{file}", "--format", "json"),
+                         pipeline, 0.001)
     fast = fuzz_cli.make_case(0, 0)  # a lint
     w = fuzz_cli._Worker(3072, tmp_path / "w.log")
     try:
-        status, _, _ = w.ask(fuzz_cli.Case(slow.index, slow.generator, slow.command,
-                                           slow.argv, slow.text, 0.001))
+        status, _, _ = w.ask(slow)
         assert status == "timeout"
     finally:
         w.close()

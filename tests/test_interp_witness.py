@@ -19,12 +19,12 @@ import pytest
 
 from tilesafe.checkers import temporal
 from tilesafe.checkers.registry import CheckOptions
-from tilesafe.frontend.load import load_program
 from tilesafe.semantics.interp import InterpError, random_inputs, run_kernel
 from tilesafe.semantics.schedule import Guide, GuidedPolicy, make_policy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpus_refs as R  # noqa: E402
+from corpus_files import load_corpus
 from schedules import failure, shows_failure  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,6 +69,11 @@ def ref_gemm_bt(s, x):
     return {"c": (a @ b.T).astype(np.float32)}
 
 
+def ref_xy_copy(s, x):
+    """ts302_warp_stride (fixed): y = x, bit for bit."""
+    return {"y": np.array(x["x"], copy=True)}
+
+
 COPY = ({"M": 64, "N": 256}, R.ref_copy)
 REFS = {  # bad kernel -> (sizes, reference of the kernel its bug was planted in)
     # wgmma (first: more specific than the ts3xx prefixes below); rings that wrap
@@ -79,6 +84,7 @@ REFS = {  # bad kernel -> (sizes, reference of the kernel its bug was planted in
     "ts308": ({"M": 64, "N": 64}, ref_gemm_bt),
     "ts431_peeled_mma": ({"M": 64, "N": 64}, ref_gemm_bt),
     "ts301": ({"M": 64, "N": 64}, R.ref_affine_f16),
+    "ts302_warp_stride": ({"N": 256}, ref_xy_copy),  # gfx942: 64-lane wavefronts
     "ts302_reduction": ({"M": 8, "N": 32}, R.ref_row_reduce),
     "ts302_tile": ({"M": 32, "N": 96}, R.ref_transpose),
     "ts302_store": ({"M": 64, "N": 256}, R.ref_affine_f16),
@@ -112,7 +118,7 @@ def expected(path: Path) -> str:
 
 @functools.cache
 def kernel_of(path: Path):
-    return load_program(path).kernels[0]
+    return load_corpus(path).kernels[0]
 
 
 def witness(path: Path) -> tuple[str, str] | None:

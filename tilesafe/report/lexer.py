@@ -19,15 +19,15 @@ from pygments.token import (
     Whitespace,
 )
 
-DECLARATIONS = ("kernel", "const", "tensormap", "shared", "mbarrier", "let", "var", "role",
-                "ensures")
+DECLARATIONS = ("kernel", "const", "tensormap", "shared", "mbarrier", "fragment", "let", "var",
+                "role", "ensures", "requires", "specialize")
 KEYWORDS = ("where", "grid", "block", "if", "else", "for", "in", "step", "layout", "align",
             "count", "guards", "box", "swizzle", "oob", "tiled", "elect", "one", "per",
             "warp", "warps", "threads", "global", "parity", "signal", "read", "zero", "nan",
-            "none")
+            "none", "scale_d", "inc", "dec")
 OPERATIONS = ("sync", "wait", "arrive", "init", "fence", "expect_tx", "tma_load", "tma_store",
               "commit_group", "wait_group", "mbarrier_init", "proxy_async", "bar_sync",
-              "bar_arrive")
+              "bar_arrive", "wgmma", "wgmma_fence", "wgmma_commit", "wgmma_wait", "setmaxnreg")
 ROLES = ("in", "out", "inout")
 TYPES = ("f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
          "bool")
