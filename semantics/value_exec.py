@@ -26,7 +26,7 @@ from tilesafe.frontend import walk as ir_walk
 from tilesafe.frontend.fold import Algebra, fold
 from tilesafe.frontend.ir_build import add as _add
 from tilesafe.frontend.ir_build import const as _int
-from tilesafe.semantics import evaluate, fp, value_mma
+from tilesafe.semantics import evaluate, fp, value_gather, value_mma
 from tilesafe.semantics import sync_counts as sc
 from tilesafe.semantics.value_terms import (
     Carried,
@@ -173,7 +173,8 @@ class Executor:
             for ch in [ch for ch in ctx.split if sc.per_pass((s,), ch) != 0]:
                 del ctx.split[ch]
         if isinstance(s, ir.Let):
-            if s.value.type is INT and not _reads_memory(s.value):
+            if s.value.type is INT and (not _reads_memory(s.value)
+                                        or value_gather.is_index_term(self.k, s.value)):
                 ctx.lets[s.uid] = s.value
             else:
                 ctx.vals[s.uid] = self.value(s.value, ctx)

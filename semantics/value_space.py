@@ -14,7 +14,7 @@ from collections.abc import Mapping
 import islpy as isl
 
 from tilesafe.frontend import ir
-from tilesafe.semantics import affine, sync_counts
+from tilesafe.semantics import affine, sync_counts, value_gather
 from tilesafe.semantics.affine import AffineEnv, NotAffine
 from tilesafe.semantics.value_terms import Inst, IntV, Link, LoopInfo, show
 
@@ -54,6 +54,9 @@ class ValueSpace:
                 if n not in seen:
                     seen.add(n)
                     names.append(n)
+        # reads of index tensors: one dim each per namespace (semantics/value_gather.py)
+        self.gather_plan = value_gather.plan(self.kernels, involved, SPEC_NS, ident)
+        names += [p.name for p in self.gather_plan]
         self.names = names
         sizes = tuple(dict.fromkeys(n for k in self.kernels for n in k.sizes))
         self.sizes = sizes
@@ -74,6 +77,8 @@ class ValueSpace:
                 blocks = blocks & b.ge_set(affine.constant(env, 0)) & b.lt_set(
                     affine.term(g, env))
         self.base = blocks & where.over
+        if self.gather_plan:
+            self.base = self.base & value_gather.facts(self, self.gather_plan)
 
     @staticmethod
     def inst_dims(inst: Inst) -> list[str]:
@@ -111,7 +116,8 @@ class ValueSpace:
             thread = None if inst.ns == SPEC_NS else self.pos[thread_dim(inst)]
             grid = self.kernels[inst.kernel].grid
             blocks = tuple(self.pos[block_dim(inst.kernel, i)] for i in range(len(grid)))
-            env = AffineEnv(self.space, loops, blocks, thread, dict(inst.lets))
+            env = AffineEnv(self.space, loops, blocks, thread, dict(inst.lets),
+                            value_gather.gathers(self.gather_plan, self.pos, inst.ns))
             self._envs[inst] = env
         return env
 
