@@ -29,7 +29,7 @@ from tilesafe.frontend import ir
 from tilesafe.frontend import walk as ir_walk
 from tilesafe.semantics.affine import AffineEnv
 from tilesafe.semantics.gather import GatherDim, constraints
-from tilesafe.semantics.gather_keys import canonical, is_index_read
+from tilesafe.semantics.gather_keys import is_index_read, keys_in
 
 
 def is_index_term(kernel: ir.Kernel, e: ir.Expr) -> bool:
@@ -59,7 +59,9 @@ _KEYS: dict[int, tuple[ir.Kernel, tuple[ir.Load, ...], tuple[ir.Load, ...]]] = {
 
 
 def _keys(kernel: ir.Kernel) -> tuple[tuple[ir.Load, ...], tuple[ir.Load, ...]]:
-    """(the body's index reads, the specs' index reads), canonical, each once."""
+    """(the body's index reads, the specs' index reads), canonical, each once. Only reads
+    in an index or a guard count: an integer input read as data (u8 operands of an MMA,
+    its spec's `i32(a[i, k])`) is a value of the proof, not a coordinate."""
     hit = _KEYS.get(id(kernel))
     if hit is not None and hit[0] is kernel:
         return hit[1], hit[2]
@@ -67,31 +69,33 @@ def _keys(kernel: ir.Kernel) -> tuple[tuple[ir.Load, ...], tuple[ir.Load, ...]]:
     _walk(kernel, kernel.body, {}, body)
     spec: dict[ir.Load, None] = {}
     for c in kernel.ensures:
-        for ld in _all_reads(c.rhs):
-            if is_index_read(kernel, ld):
-                spec.setdefault(canonical(ld), None)
+        for key in keys_in(kernel, _index_positions(c.rhs)):
+            spec.setdefault(key, None)
     if len(_KEYS) > 32:
         _KEYS.clear()
     _KEYS[id(kernel)] = (kernel, tuple(body), tuple(spec))
     return tuple(body), tuple(spec)
 
 
-def _all_reads(e: ir.Expr) -> Iterator[ir.Load]:
-    """Every load in e, sums' bodies included (inner reads first)."""
+def _index_positions(e: ir.Expr) -> Iterator[ir.Expr]:
+    """The index expressions of every load in e (sums' bodies included)."""
     for child in ir_walk.operands(e):
-        yield from _all_reads(child)
+        yield from _index_positions(child)
     if isinstance(e, ir.Load):
-        yield e
+        yield from e.indices
 
 
 def _walk(kernel: ir.Kernel, stmts: tuple[ir.Stmt, ...], lets: dict[int, ir.Expr],
           out: dict[ir.Load, None]) -> None:
     lets = dict(lets)
     for s in stmts:
-        for e in ir_walk.own_exprs(s):
-            for ld in _all_reads(e):
-                if is_index_read(kernel, ld):
-                    out.setdefault(canonical(ld, lets), None)
+        positions = [i for e in ir_walk.own_exprs(s) for i in _index_positions(e)]
+        if isinstance(s, ir.Store):
+            positions += list(s.indices)
+        elif isinstance(s, ir.If):
+            positions.append(s.cond)
+        for key in keys_in(kernel, positions, lets):
+            out.setdefault(key, None)
         if isinstance(s, ir.Let) and s.value.type is ir.ScalarType.INT:
             lets[s.uid] = s.value
         if isinstance(s, (ir.For, ir.Role)):
