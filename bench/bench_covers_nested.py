@@ -14,8 +14,8 @@ from __future__ import annotations
 import platform
 import time
 
-from tilesafe.semantics import layout_isl as LI
-from tilesafe.semantics.cute import ComposedLayout, Layout, Swizzle, parse_cute
+from tilesafe.semantics.layout import layout_isl as LI
+from tilesafe.semantics.layout.cute import ComposedLayout, Layout, Swizzle, parse_cute
 
 CASES = [
     ("nested, flat twin", parse_cute("(2,8,5):(240,15,1)"), 350),

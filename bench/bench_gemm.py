@@ -67,8 +67,8 @@ def build(folder: Path) -> None:
     from tilesafe.api import checked_program
     from tilesafe.codegen.compile import compile_kernel, unverified_banner
     from tilesafe.codegen.plan import bind
-    from tilesafe.semantics.interp import InterpError
-    from tilesafe.semantics.interp_io import check_where
+    from tilesafe.semantics.interpreter.interp import InterpError
+    from tilesafe.semantics.interpreter.interp_io import check_where
 
     folder.mkdir(parents=True, exist_ok=True)
     compiled = {}

@@ -1,8 +1,8 @@
 """Reference interpreter throughput, scalar engine against vector engine, in one run.
 
-The scalar engine (semantics/interp.py) steps every thread through a Python generator; the
-vector engine (semantics/interp_vec.py) executes a statement for a whole group of threads
-as numpy operations. Both run the same launches here: elementwise from 10^5 to 10^7, the
+The scalar engine (semantics/interpreter/interp.py) steps every thread through a Python generator;
+the vector engine (semantics/interpreter/interp_vec.py) executes a statement for a whole group of
+threads as numpy operations. Both run the same launches here: elementwise from 10^5 to 10^7, the
 pipelined TMA kernels (pipeline2, pipeline3, tma_copy_ring) and a reduction (row_reduce)
 up to a few 10^6 elements.
 
@@ -24,9 +24,9 @@ import numpy as np
 
 from tilesafe.frontend import ir
 from tilesafe.frontend.load import load_program
-from tilesafe.semantics import fp
-from tilesafe.semantics.interp import run_kernel, tensor_shapes
-from tilesafe.semantics.smem import NUMPY_DTYPE
+from tilesafe.semantics.expr import fp
+from tilesafe.semantics.interpreter.interp import run_kernel, tensor_shapes
+from tilesafe.semantics.interpreter.smem import NUMPY_DTYPE
 
 CASES: list[tuple[str, dict[str, int]]] = [
     ("elementwise", {"N": 10**5}),

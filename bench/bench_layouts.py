@@ -28,9 +28,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tilesafe.semantics import layout_isl as LI
-from tilesafe.semantics.layouts import LayoutTerm, RealLayout, flat_offsets, realize
-from tilesafe.semantics.piecewise import ragged_tiles
+from tilesafe.semantics.layout import layout_isl as LI
+from tilesafe.semantics.layout.layouts import LayoutTerm, RealLayout, flat_offsets, realize
+from tilesafe.semantics.layout.piecewise import ragged_tiles
 
 T = LayoutTerm
 

@@ -20,9 +20,9 @@ from tilesafe.checkers import barrier, ownership, temporal
 from tilesafe.checkers.obligation import Severity, Verdict
 from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend.load import compile_source, load_program
-from tilesafe.semantics import reduce
-from tilesafe.semantics.events import build_model
-from tilesafe.semantics.parametric import explore_all
+from tilesafe.semantics.temporal import reduce
+from tilesafe.semantics.temporal.events import build_model
+from tilesafe.semantics.temporal.parametric import explore_all
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -6,8 +6,7 @@
 cosmic-ray mutates a module's file in place, runs a test command, and restores the file.
 Never do that in a checkout other processes import from (a running `tilesafe mutate`
 campaign would pick the mutated checker up): this script exports HEAD into --workdir and
-runs there, importing tilesafe from that copy through a shim folder of symlinks (the
-package maps `tilesafe.semantics` to `semantics/` and so on, which no plain path can).
+runs there, importing tilesafe from that copy's src/ (PYTHONPATH).
 
 Each module gets a targeted test command: the tests that exercise it directly and run in
 seconds. A full run of every module's every mutant against the whole suite would take
@@ -32,9 +31,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # without tests/test_mutation_found_gaps.py, whose tests were written from its survivors.
 GAPS = "tests/test_mutation_found_gaps.py"
 TARGETS: dict[str, list[str]] = {
-    "semantics/mbarrier.py": ["tests/test_mbarrier_model.py", GAPS, "-k",
+    "semantics/hw/mbarrier.py": ["tests/test_mbarrier_model.py", GAPS, "-k",
                               "not fp and not layout"],
-    "semantics/fp.py": ["tests/test_interp.py", GAPS, "-k",
+    "semantics/expr/fp.py": ["tests/test_interp.py", GAPS, "-k",
                         "f16 or bf16 or int_to_f32 or elementwise or floor_division or min_max "
                         "or i32_conversion"],
     "checkers/obligation.py": ["tests/test_cli.py", GAPS, "-k", "verify or obligation or failed"],
@@ -45,44 +44,18 @@ TARGETS: dict[str, list[str]] = {
 
 
 def export(workdir: Path) -> None:
-    """HEAD's files into workdir (once), and a shim folder mapping the package names."""
-    import tomllib  # Python 3.11+; this script is a tool, not part of the package
-
+    """HEAD's files into workdir (once)."""
     if not (workdir / "pyproject.toml").exists():
         workdir.mkdir(parents=True, exist_ok=True)
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", "HEAD"], check=True,
                                  capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(workdir)], input=archive, check=True)
-    config = tomllib.loads((workdir / "pyproject.toml").read_text())
-    mapping = config["tool"]["setuptools"]["package-dir"]
-    shim = workdir / "_shim"
-    for package, folder in mapping.items():
-        target = shim.joinpath(*package.split("."))
-        if target.exists() or target.is_symlink():
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if package == "tilesafe":
-            target.mkdir(exist_ok=True)
-            for f in (workdir / folder).iterdir():
-                if f.suffix == ".py":
-                    (target / f.name).symlink_to(f)
-        else:
-            target.symlink_to(workdir / folder, target_is_directory=True)
-    # An interpreter with tilesafe installed editable (pip install -e) resolves its
-    # subpackages through setuptools' finder on sys.meta_path, ahead of PYTHONPATH: the
-    # tests would import the unmutated checkout and every mutant would survive. The shim's
-    # sitecustomize takes that finder out.
-    (shim / "sitecustomize.py").write_text(
-        "import sys\n"
-        "sys.meta_path[:] = [f for f in sys.meta_path if not (getattr(f, '__module__', '')\n"
-        "                    .startswith('__editable__') and 'tilesafe' in f.__module__)]\n")
 
 
 def shim_env(workdir: Path) -> dict[str, str]:
-    """The test commands' environment: the shim first on the path and no implicit current
-    directory (PYTHONSAFEPATH, Python 3.11+): `python -m pytest` in workdir would otherwise
-    import workdir/tilesafe/, which has none of the subpackages."""
-    return dict(os.environ, PYTHONPATH=str(workdir / "_shim"), PYTHONSAFEPATH="1")
+    """The test commands' environment: the copy's src/ first on the path (ahead of the
+    editable install's .pth entry) and no implicit current directory."""
+    return dict(os.environ, PYTHONPATH=str(workdir / "src"), PYTHONSAFEPATH="1")
 
 
 def check_imports(workdir: Path, modules: list[str]) -> None:
@@ -116,7 +89,7 @@ def run_module(workdir: Path, module: str, tests: list[str], sample: int, seed: 
     session = workdir / f"cr-{name}.sqlite"
     command = " ".join([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
                         *[f'"{t}"' if " " in t else t for t in tests]])
-    cfg.write_text(f'[cosmic-ray]\nmodule-path = "{module}"\ntimeout = {timeout}\n'
+    cfg.write_text(f'[cosmic-ray]\nmodule-path = "src/tilesafe/{module}"\ntimeout = {timeout}\n'
                    f'excluded-modules = []\ntest-command = {json.dumps(command)}\n\n'
                    '[cosmic-ray.distributor]\nname = "local"\n')
     env = shim_env(workdir)

@@ -1,10 +1,10 @@
 """NumPy references for the kernels of corpus/good/: what each output tensor must hold.
 
-Why: the reference interpreter (semantics/interp.py) is differential-tested against these,
-and later the H100 runs are too. Each reference computes the way the kernel does -- f32
-arithmetic, one rounding per operation, no FMA contraction, stores rounded to nearest-even
-into the output type, reductions in the kernel's exact summation order -- so results must
-agree bit for bit (no tolerance anywhere).
+Why: the reference interpreter (semantics/interpreter/interp.py) is differential-tested against
+these, and later the H100 runs are too. Each reference computes the way the kernel does -- f32
+arithmetic, one rounding per operation, no FMA contraction, stores rounded to nearest-even into the
+output type, reductions in the kernel's exact summation order -- so results must agree bit for bit
+(no tolerance anywhere).
 
 `CASES[name]` gives the reference `ref(sizes, inputs) -> {output: array}` and the sizes to
 test at (several per kernel, non-powers of two wherever the kernel's `where` allows them).

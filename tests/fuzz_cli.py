@@ -235,7 +235,7 @@ def _run_sizes(path: Path, rng: random.Random) -> list[str]:
     anything the harness cannot work out falls back to sizes run will refuse (exit 2)."""
     try:
         from tilesafe import api
-        from tilesafe.semantics.interp_io import check_where
+        from tilesafe.semantics.interpreter.interp_io import check_where
 
         kernel = rng.choice(api.load(path).kernels)
         extra = ["--kernel", kernel.name, "--seed", str(rng.randrange(4))]

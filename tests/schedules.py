@@ -1,5 +1,5 @@
 """Running a kernel in the reference interpreter the way a refutation is witnessed: the
-checker's counterexample replayed (semantics/guide.py), then adversarial PCT scheduling,
+checker's counterexample replayed (semantics/temporal/guide.py), then adversarial PCT scheduling,
 and plain PCT runs -- a fixed, seeded set, so tests that use it are deterministic."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from tilesafe.semantics.interp import InterpError, random_inputs, run_kernel
-from tilesafe.semantics.interp_io import as_float
-from tilesafe.semantics.schedule import Guide
+from tilesafe.semantics.interpreter.interp import InterpError, random_inputs, run_kernel
+from tilesafe.semantics.interpreter.interp_io import as_float
+from tilesafe.semantics.interpreter.schedule import Guide
 
 GUIDED_SEEDS = range(4)  # even: PCT after the replay; odd: the violating class last
 PCT_SEEDS = range(6)

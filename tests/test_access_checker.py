@@ -2,7 +2,7 @@
 
 An independent evaluator below runs a kernel's control flow for concrete sizes (every
 block, every thread, every loop iteration) and records each access's (instance, element)
-pairs. The ISL relations of semantics/access.py, with the sizes fixed, must hold exactly
+pairs. The ISL relations of semantics/access/access.py, with the sizes fixed, must hold exactly
 the same pairs; and the checker's parametric verdicts must agree with what enumeration
 finds at several sizes: PROVED means no violation at any of them, REFUTED comes with a
 counterexample that really is a violation when run concretely.
@@ -27,9 +27,9 @@ from tilesafe.checkers.registry import CHECKERS, CheckOptions, load
 from tilesafe.frontend import ir
 from tilesafe.frontend.load import compile_source, load_program
 from tilesafe.frontend.span import Span
-from tilesafe.semantics import coverage
-from tilesafe.semantics.access import Kind, collect, point_values, valid_indices
-from tilesafe.semantics.affine import eval_sizes
+from tilesafe.semantics.access import coverage
+from tilesafe.semantics.access.access import Kind, collect, point_values, valid_indices
+from tilesafe.semantics.expr.affine import eval_sizes
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = sorted((ROOT / "corpus" / "good").glob("*.tsk"))
@@ -583,7 +583,7 @@ def test_bad_corpus_refuted(path: Path) -> None:
 def _interp_inputs(kernel: ir.Kernel, sizes: dict[str, int]):
     import numpy as np
 
-    from tilesafe.semantics.smem import NUMPY_DTYPE
+    from tilesafe.semantics.interpreter.smem import NUMPY_DTYPE
 
     out = {}
     for t in kernel.params:
@@ -596,11 +596,11 @@ def _interp_inputs(kernel: ir.Kernel, sizes: dict[str, int]):
 
 @pytest.mark.parametrize("path", BAD, ids=[p.stem for p in BAD])
 def test_interpreter_confirms_counterexample(path: Path) -> None:
-    """semantics/interp.py (written independently) runs the refuted kernel at the
+    """semantics/interpreter/interp.py (written independently) runs the refuted kernel at the
     counterexample's sizes: an out-of-bounds refutation makes it raise the same code; an
     unwritten element stays at its NaN fill."""
-    interp = pytest.importorskip("tilesafe.semantics.interp")
-    from tilesafe.semantics.interp_error import InterpError
+    interp = pytest.importorskip("tilesafe.semantics.interpreter.interp")
+    from tilesafe.semantics.interpreter.interp_error import InterpError
 
     kernel = load_corpus(path).kernels[0]
     refuted = [o for o in checker.check(kernel, OPTIONS) if o.verdict is Verdict.REFUTED]
@@ -666,7 +666,7 @@ def _exprs() -> st.SearchStrategy[ir.Expr]:
 def test_term_matches_python(expr: ir.Expr, thread: int, k: int, m: int) -> None:
     """Floor division and modulo of negative values, min/max/abs, lane/warp_id and a let
     are translated exactly: the ISL function at a point equals direct evaluation."""
-    from tilesafe.semantics.affine import AffineEnv, condition, make_space, term
+    from tilesafe.semantics.expr.affine import AffineEnv, condition, make_space, term
 
     ctx = isl.Context()
     let = ir.BinOp(_SPAN, _INT, "-", ir.LoopVar(_SPAN, _INT, "k", 1),
@@ -705,7 +705,7 @@ kernel flag(x: global f32[N], y: global f32[N]) where N > 0
     assert obs["y written at least once"].verdict is Verdict.PROVED  # the first store alone
 
 
-# ---- coverage through the tile structure (semantics/coverage.py) -------------------------
+# ---- coverage through the tile structure (semantics/access/coverage.py) -------------------------
 
 BLOCKED = """
 kernel blocked(src: in global f32[M, N], dst: out global f32[M, N])

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tilesafe.semantics.banks import (
+from tilesafe.semantics.hw.banks import (
     AMD_WAVE,
     NVIDIA_WARP,
     phases_amd,

@@ -1,6 +1,6 @@
 """The bank-conflict checker (checkers/banks.py) against hand counts and brute force.
 
-The independent counts below never call semantics/banks.py: they take each active lane's
+The independent counts below never call semantics/hw/banks.py: they take each active lane's
 element offset (row-major or padded, written out here), turn it into a 4-byte word and a
 bank (word % 32), and count distinct words per bank, the definition in the CUDA programming
 guide. The checker's verdict and degree must agree with them.
@@ -21,7 +21,8 @@ from tilesafe.checkers.registry import CHECKERS, CheckOptions, load
 from tilesafe.frontend import ir
 from tilesafe.frontend.load import compile_source, load_program
 from tilesafe.frontend.span import NO_SPAN
-from tilesafe.semantics import bank_sites, layouts, swizzle_synth
+from tilesafe.semantics.hw import bank_sites
+from tilesafe.semantics.layout import layouts, swizzle_synth
 
 ROOT = Path(__file__).resolve().parent.parent
 BAD = ROOT / "corpus" / "bad" / "ts601_transpose_conflict.tsk"

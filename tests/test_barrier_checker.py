@@ -15,13 +15,13 @@ from tilesafe.checkers import barrier, ownership
 from tilesafe.checkers.obligation import Severity, Verdict
 from tilesafe.checkers.registry import CHECKERS, CheckOptions
 from tilesafe.frontend.load import compile_source
-from tilesafe.semantics.events import build_model
-from tilesafe.semantics.explore import (
+from tilesafe.semantics.interpreter.interp import InterpError, random_inputs, run_kernel
+from tilesafe.semantics.temporal.events import build_model
+from tilesafe.semantics.temporal.explore import (
     Machine,
     search,
 )
-from tilesafe.semantics.interp import InterpError, random_inputs, run_kernel
-from tilesafe.semantics.parametric import explore_all
+from tilesafe.semantics.temporal.parametric import explore_all
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = sorted((ROOT / "corpus" / "good").glob("*.tsk"))

@@ -15,9 +15,9 @@ from tilesafe.checkers import barrier, ownership
 from tilesafe.checkers.obligation import Verdict
 from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend.load import compile_source, load_program
-from tilesafe.semantics.budget import Budget, BudgetExceeded
-from tilesafe.semantics.events import build_model
-from tilesafe.semantics.parametric import explore_all
+from tilesafe.semantics.temporal.budget import Budget, BudgetExceeded
+from tilesafe.semantics.temporal.events import build_model
+from tilesafe.semantics.temporal.parametric import explore_all
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = ROOT / "corpus" / "good"
@@ -71,7 +71,6 @@ def test_cli_budget_options_and_messages_name_real_options():
     verify = next(a for a in cli._parser()._subparsers._group_actions[0].choices.items()
                   if a[0] == "verify")[1]
     options = {s for a in verify._actions for s in a.option_strings}
-    sources = [p.read_text() for folder in ("checkers", "semantics", "tilesafe")
-               for p in (ROOT / folder).glob("*.py")]
+    sources = [p.read_text() for p in (ROOT / "src" / "tilesafe").rglob("*.py")]
     named = {m for text in sources for m in re.findall(r"raise (--[a-z-]+)", text)}
     assert named and named <= options, named - options

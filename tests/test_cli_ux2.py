@@ -29,8 +29,8 @@ from tilesafe.frontend.span import Span
 from tilesafe.proofs import report
 from tilesafe.proofs.codes import CODES
 from tilesafe.report import svg
-from tilesafe.semantics import tma_boxes
-from tilesafe.semantics.access import collect
+from tilesafe.semantics.access import tma_boxes
+from tilesafe.semantics.access.access import collect
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = ROOT / "corpus" / "good"
@@ -217,7 +217,7 @@ def test_no_output_prints_an_enum(bad_corpus, tmp_path):
 
 
 def _small_sizes(path: Path) -> str:
-    from tilesafe.semantics.spec_inputs import choose_sizes
+    from tilesafe.semantics.value.spec_inputs import choose_sizes
 
     sizes = choose_sizes(api.load(path).kernels[0])[0]
     return ",".join(f"{k}={v}" for k, v in sizes.items())
@@ -410,7 +410,7 @@ def _brute_outside(kernel, a, sizes: dict[str, int]) -> set[tuple[int, ...]]:
 
 
 def _extent(e, sizes):
-    from tilesafe.semantics.affine import eval_sizes
+    from tilesafe.semantics.expr.affine import eval_sizes
 
     return eval_sizes(e, sizes)
 
@@ -435,7 +435,7 @@ CROSS = [OVERGRID, GOOD / "smem_fence_tma_store.tsk", GOOD / "ragged_tma.tsk",
 def test_outside_set_agrees_with_enumeration(path):
     """The ISL set of instances whose box misses the tensor equals, at small sizes, the
     instances whose start lies past an edge by plain arithmetic."""
-    from tilesafe.semantics.spec_inputs import choose_sizes
+    from tilesafe.semantics.value.spec_inputs import choose_sizes
 
     kernel = api.load(path).kernels[0]
     ctx = isl.Context()

@@ -17,7 +17,7 @@ from tilesafe.codegen.plan import ContractError, bind
 from tilesafe.frontend.load import load_program
 from tilesafe.frontend.parser import parse
 from tilesafe.frontend.resolve import resolve
-from tilesafe.semantics.interp_error import InterpError
+from tilesafe.semantics.interpreter.interp_error import InterpError
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = sorted((ROOT / "corpus" / "good").glob("*.tsk")) + sorted(

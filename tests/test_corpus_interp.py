@@ -1,7 +1,7 @@
 """Differential test: the reference interpreter runs every corpus/good kernel on random
 inputs and must reproduce the NumPy reference of tests/corpus_refs.py bit for bit.
 
-Skips (does not fail) while semantics/interp.py does not exist yet.
+Skips (does not fail) while semantics/interpreter/interp.py does not exist yet.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ SEEDS = (0, 1)
 
 
 def _interp():
-    from tilesafe.semantics import interp
+    from tilesafe.semantics.interpreter import interp
 
     return interp
 
@@ -112,7 +112,7 @@ def test_interpreter_matches_reference(name: str, size_index: int) -> None:
 
 def _full_precision(kernel, inputs: dict[str, np.ndarray], rng: np.random.Generator):
     """Replace every float tensor that holds data (not NaN poison) by N(0, 1) values."""
-    from tilesafe.semantics import fp
+    from tilesafe.semantics.expr import fp
 
     out = dict(inputs)
     for t in kernel.params:

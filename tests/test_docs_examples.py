@@ -52,8 +52,8 @@ def test_documented_layout_declaration_lints_clean(tmp_path, page, line, decl):
 
 
 def test_the_pages_show_every_layout_head():
-    """The examples cover every head the facade knows (semantics/layouts.py HEADS)."""
-    from tilesafe.semantics.layouts import HEADS
+    """The examples cover every head the facade knows (semantics/layout/layouts.py HEADS)."""
+    from tilesafe.semantics.layout.layouts import HEADS
 
     shown = "\n".join(d for _, _, d in LAYOUTS)
     aliases = {h for h in HEADS if h + "B" in HEADS}  # swizzle128 for swizzle128B

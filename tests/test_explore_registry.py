@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 
 from tilesafe.frontend.load import load_program
-from tilesafe.semantics import instrs
-from tilesafe.semantics import mbarrier as mb
-from tilesafe.semantics.events import build_model
-from tilesafe.semantics.explore import Machine, search
-from tilesafe.semantics.explore import state as state_mod
-from tilesafe.semantics.explore.ops import FAMILIES, Family, Hooks
-from tilesafe.semantics.explore.ops.base import Op
-from tilesafe.semantics.explore.state import (
+from tilesafe.semantics.hw import mbarrier as mb
+from tilesafe.semantics.temporal import instrs
+from tilesafe.semantics.temporal.events import build_model
+from tilesafe.semantics.temporal.explore import Machine, search
+from tilesafe.semantics.temporal.explore import state as state_mod
+from tilesafe.semantics.temporal.explore.ops import FAMILIES, Family, Hooks
+from tilesafe.semantics.temporal.explore.ops.base import Op
+from tilesafe.semantics.temporal.explore.state import (
     BarRec,
     Perm,
     State,

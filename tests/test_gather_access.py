@@ -1,4 +1,4 @@
-"""Accesses through index tensors (semantics/gather.py): bounds of gathers, exactly-once of
+"""Accesses through index tensors (semantics/access/gather.py): bounds of gathers, exactly-once of
 scatters, races through a non-injective index -- proved under the `requires` clauses and
 refuted with the offending index-tensor element in the counterexample; the verdicts
 checked against brute force over every index tensor the clauses allow at small sizes."""
@@ -16,7 +16,7 @@ from tilesafe.checkers import access, global_memory
 from tilesafe.checkers.obligation import Verdict
 from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend.load import compile_source
-from tilesafe.semantics.access import collect
+from tilesafe.semantics.access.access import collect
 
 OPTS = CheckOptions()
 

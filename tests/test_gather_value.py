@@ -1,4 +1,4 @@
-"""`ensures` through an index (semantics/value_gather.py): the value proof compares the
+"""`ensures` through an index (semantics/value/value_gather.py): the value proof compares the
 kernel's gathered reads with the spec's through coordinates holding the values read,
 consistent across the kernel's threads and the spec's index variables, and constrained by
 the `requires` clauses (a segment table linking the kernel's block -> expert map to the
@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from tilesafe.frontend.load import compile_source
-from tilesafe.semantics import valueflow
-from tilesafe.semantics.value_space import NotProved
+from tilesafe.semantics.value import valueflow
+from tilesafe.semantics.value.value_space import NotProved
 
 
 def kernel(text: str):

@@ -25,7 +25,7 @@ from tilesafe.checkers import global_memory
 from tilesafe.checkers.obligation import Obligation, Severity, Verdict
 from tilesafe.checkers.registry import CHECKERS, CheckOptions, run_all
 from tilesafe.frontend.load import compile_source, load_program
-from tilesafe.semantics.interp import random_inputs, run_kernel
+from tilesafe.semantics.interpreter.interp import random_inputs, run_kernel
 
 ROOT = Path(__file__).resolve().parent.parent
 BAD = ROOT / "corpus" / "bad"

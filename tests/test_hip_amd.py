@@ -158,7 +158,7 @@ def test_amd_corpus_kernels_compute_what_numpy_does():
     refuted (they are AMD kernels)."""
     import numpy as np
 
-    from tilesafe.semantics.interp import run_kernel
+    from tilesafe.semantics.interpreter.interp import run_kernel
 
     rng = np.random.default_rng(7)
     red = amd_kernel(ROOT / "corpus" / "amd" / "row_reduce64.tsk")

@@ -1,5 +1,5 @@
 """LDS bank conflicts as a proof under `--target gfx942` (issue 25, item 3): the CDNA3 model
-of semantics/bank_model.py in the banks checker -- 64-lane wavefronts, proved with the
+of semantics/hw/bank_model.py in the banks checker -- 64-lane wavefronts, proved with the
 documented merges only (and for 1-/2-byte accesses the worse of one 64-lane phase and two
 32-lane phases), refuted only with every dword merge, unknown (TS690) in between -- and
 the verdicts that differ from sm_90a's on the same source."""
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tilesafe.checkers.banks import check_kernel
 from tilesafe.checkers.obligation import Verdict
 from tilesafe.frontend.load import compile_source
-from tilesafe.semantics import bank_model, banks
+from tilesafe.semantics.hw import bank_model, banks
 
 
 def verdicts(src: str, target: str | None) -> list[tuple[Verdict, str | None, str]]:
@@ -131,8 +131,8 @@ def test_translation_invariance_is_asked_of_partial_wavefronts():
     over its lanes (asking for whole wavefronts made it vacuous, i.e. 'invariant'). Here the
     lane offsets depend on the block, so it is not invariant."""
     from tilesafe.frontend import ir
-    from tilesafe.semantics.bank_param import invariant
-    from tilesafe.semantics.smem import plan_shared
+    from tilesafe.semantics.hw.bank_param import invariant
+    from tilesafe.semantics.interpreter.smem import plan_shared
 
     kernel = compile_source(PARTIAL_WAVE, target="gfx942").kernels[0]
     store = next(s for s in kernel.body if isinstance(s, ir.Store))

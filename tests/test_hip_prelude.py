@@ -1,5 +1,5 @@
 """The HIP prelude's scalar functions (codegen/hip_prelude.py) compiled as host C++ with g++
-and compared bit for bit with semantics/fp.py, the interpreter's definitions: f32 -> f16 and
+and compared bit for bit with semantics/expr/fp.py, the interpreter's definitions: f32 -> f16 and
 bf16 rounding (every 1021st f32 bit pattern, the boundaries around every f16 binade and
 subnormal, NaNs and infinities), f16 -> f32 widening (all 65536 patterns), `i32()`,
 min/max on NaN and signed zeros, floor division and modulo. The same integer code is what
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from tilesafe.codegen.hip_prelude import PRELUDE
-from tilesafe.semantics import fp
+from tilesafe.semantics.expr import fp
 
 GXX = shutil.which("g++")
 pytestmark = pytest.mark.skipif(GXX is None, reason="g++ not on PATH")
@@ -116,7 +116,7 @@ def test_prelude_matches_the_interpreter_bit_for_bit(host_prelude: Path, tmp_pat
     names = ["f32->f16", "f16->f32", "f32->bf16", "i32()", "min", "max", "abs", "div", "mod"]
     for k, name in enumerate(names):
         differ = got[:, k] != want[:, k]
-        if name == "f16->f32":  # NaN payloads are not modelled (semantics/fp.py)
+        if name == "f16->f32":  # NaN payloads are not modelled (semantics/expr/fp.py)
             differ &= ~(np.isnan(np.ascontiguousarray(got[:, k]).view(np.float32))
                         & np.isnan(np.ascontiguousarray(want[:, k]).view(np.float32)))
         bad = np.flatnonzero(differ)
@@ -140,6 +140,6 @@ def test_conversions_on_every_strided_pattern(host_prelude: Path, tmp_path: Path
     assert np.array_equal(got[:, 0], h)
     assert np.array_equal(got[:, 2], fp.f32_array_to_bf16(x).astype(np.uint32))
     wide = (a & 0xFFFF).astype(np.uint16).view(np.float16).astype(np.float32)
-    nan = np.isnan(wide)  # NaN payloads are not modelled (semantics/fp.py): NaN is NaN
+    nan = np.isnan(wide)  # NaN payloads are not modelled (semantics/expr/fp.py): NaN is NaN
     assert np.array_equal(np.isnan(np.ascontiguousarray(got[:, 1]).view(np.float32)), nan)
     assert np.array_equal(got[~nan, 1], wide.view(np.uint32)[~nan])

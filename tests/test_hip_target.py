@@ -19,7 +19,7 @@ from tilesafe.frontend import ir
 from tilesafe.frontend.diagnostics import DiagnosticError
 from tilesafe.frontend.load import compile_source
 from tilesafe.frontend.target import GFX942, SM90A, UnknownTarget, lookup
-from tilesafe.semantics.interp import run_kernel
+from tilesafe.semantics.interpreter.interp import run_kernel
 
 ROOT = Path(__file__).resolve().parent.parent
 GFX_BAD = [p for p in sorted((ROOT / "corpus" / "bad").glob("*.tsk"))

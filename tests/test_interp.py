@@ -9,8 +9,8 @@ import pytest
 
 from tilesafe.frontend import ir
 from tilesafe.frontend.load import compile_source
-from tilesafe.semantics import fp
-from tilesafe.semantics.interp import (
+from tilesafe.semantics.expr import fp
+from tilesafe.semantics.interpreter.interp import (
     InterpError,
     check_where,
     random_inputs,

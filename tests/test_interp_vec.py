@@ -5,7 +5,7 @@ the sharpest check is to replay that schedule on the scalar engine: the outputs 
 bit-identical, the step counts and schedules equal, and a failing run must fail there with
 the same code, message and detail at the same step. Race-free kernels (corpus/good,
 corpus/codegen) must also agree with seeded random scalar schedules. The float rules the
-vector engine writes for arrays are checked against semantics/fp.py's scalar rules on
+vector engine writes for arrays are checked against semantics/expr/fp.py's scalar rules on
 random bit patterns, and hypothesis generates small kernels (divergent ifs and loops,
 every var dtype, shared memory and `sync`, out-of-bounds indices) to compare the engines on.
 """
@@ -21,9 +21,15 @@ from hypothesis import strategies as st
 
 from tilesafe.frontend.load import compile_source, load_program
 from tilesafe.mutation.sizes import choose, cost
-from tilesafe.semantics import fp, interp_vec_expr
-from tilesafe.semantics.interp import InterpError, check_where, random_inputs, run_kernel
-from tilesafe.semantics.interp_vec import vector_unsupported
+from tilesafe.semantics.expr import fp
+from tilesafe.semantics.interpreter import interp_vec_expr
+from tilesafe.semantics.interpreter.interp import (
+    InterpError,
+    check_where,
+    random_inputs,
+    run_kernel,
+)
+from tilesafe.semantics.interpreter.interp_vec import vector_unsupported
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = sorted((ROOT / "corpus" / "good").glob("*.tsk"))

@@ -1,10 +1,10 @@
-"""The reference interpreter's tensor cores (semantics/interp_mma.py, interp_tensor.py):
+"""The reference interpreter's tensor cores (semantics/interpreter/interp_mma.py, interp_tensor.py):
 fragments, warpgroup-collective asynchronous MMAs performed by the copy engine, wgmma
 groups, and their errors.
 
 Outputs are compared with numpy: small-integer inputs make every float partial sum exact,
 so float64 products must agree bit for bit; where the order of additions matters (inputs
-that round), the reference is semantics/mma.py's documented order, chained over the k steps.
+that round), the reference is semantics/hw/mma.py's documented order, chained over the k steps.
 Schedules: seeded random and PCT runs of a correct kernel all give the reference; each
 racy variant gives another output (or its error) under some schedule, and the two
 deterministic test schedulers below pin the outcome down."""
@@ -21,9 +21,10 @@ from hypothesis import strategies as st
 
 from tilesafe.frontend import ir
 from tilesafe.frontend.load import compile_source, load_program
-from tilesafe.semantics import fp, mma
-from tilesafe.semantics.interp import InterpError, random_inputs, run_kernel
-from tilesafe.semantics.interp_io import I32_SENTINEL, as_float
+from tilesafe.semantics.expr import fp
+from tilesafe.semantics.hw import mma
+from tilesafe.semantics.interpreter.interp import InterpError, random_inputs, run_kernel
+from tilesafe.semantics.interpreter.interp_io import I32_SENTINEL, as_float
 
 
 def kernel_of(src: str) -> ir.Kernel:
@@ -218,7 +219,7 @@ def test_i32_accumulator_wraps_like_the_s32_register():
 
 
 def _chained(k: ir.Kernel, inputs: dict[str, np.ndarray], dt: ir.DType) -> np.ndarray:
-    """semantics/mma.py's order: one mma per k step, accumulating from poison (scale 0)."""
+    """semantics/hw/mma.py's order: one mma per k step, accumulating from poison (scale 0)."""
     a, b = values(k, inputs, "a").astype(np.float32), values(k, inputs, "b").T
     step = K_STEP[dt.value]
     acc = np.full((64, b.shape[1]), np.nan, np.float32)
@@ -231,7 +232,7 @@ def _chained(k: ir.Kernel, inputs: dict[str, np.ndarray], dt: ir.DType) -> np.nd
 @pytest.mark.parametrize("dt", ["bf16", "f32"])
 def test_rounding_is_semantics_mma_order_bit_for_bit(dt):
     """Inputs whose products and sums round (bf16 normals; f32 with low significand bits,
-    which tf32 drops): the interpreter is semantics/mma.py chained, bit for bit, and differs
+    which tf32 drops): the interpreter is semantics/hw/mma.py chained, bit for bit, and differs
     from a float64 product (so the test is not vacuous)."""
     k = tile_kernel(dt, 64)
     rng = np.random.default_rng(11)

@@ -1,11 +1,11 @@
 """The reference interpreter shows what the temporal checkers refute.
 
-Every TS3xx/TS4xx bad kernel's counterexample is replayed in the interpreter (the checker's
-run followed class move by class move: semantics/guide.py, semantics/schedule.py), then
-the adversarial PCT scheduler goes on; plain PCT runs are tried too. Some run of a fixed,
-seeded set must fail: an interpreter error (deadlock, proxy fence, a copy in flight at
-exit, ...) or an output that differs from the NumPy reference. Everything is seeded, so
-the test is deterministic."""
+Every TS3xx/TS4xx bad kernel's counterexample is replayed in the interpreter (the checker's run
+followed class move by class move: semantics/temporal/guide.py, semantics/interpreter/schedule.py),
+then the adversarial PCT scheduler goes on; plain PCT runs are tried too. Some run of a fixed,
+seeded set must fail: an interpreter error (deadlock, proxy fence, a copy in flight at exit, ...) or
+an output that differs from the NumPy reference. Everything is seeded, so the test is
+deterministic."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ import pytest
 
 from tilesafe.checkers import temporal
 from tilesafe.checkers.registry import CheckOptions
-from tilesafe.semantics.interp import InterpError, random_inputs, run_kernel
-from tilesafe.semantics.schedule import Guide, GuidedPolicy, make_policy
+from tilesafe.semantics.interpreter.interp import InterpError, random_inputs, run_kernel
+from tilesafe.semantics.interpreter.schedule import Guide, GuidedPolicy, make_policy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpus_refs as R  # noqa: E402

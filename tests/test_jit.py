@@ -260,7 +260,7 @@ def test_every_jit_code_is_in_the_catalogue_and_the_docs():
     from tilesafe.proofs.codes import CODES
 
     used = set()
-    for path in (ROOT / "jit").rglob("*.py"):
+    for path in (ROOT / "src" / "tilesafe" / "jit").rglob("*.py"):
         used |= set(re.findall(r"\bTS\d{3}\b", path.read_text()))
     used |= {getattr(contract, n) for n in dir(contract) if re.fullmatch(r"[A-Z]+", n)
              and isinstance(getattr(contract, n), str) and getattr(contract, n).startswith("TS")}

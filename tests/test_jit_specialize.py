@@ -19,7 +19,7 @@ from tilesafe import api
 from tilesafe.frontend import ir, walk
 from tilesafe.frontend.fmt import format_source
 from tilesafe.frontend.specialize import specialize, variants
-from tilesafe.semantics import interp
+from tilesafe.semantics.interpreter import interp
 
 ROOT = Path(__file__).resolve().parent.parent
 SCALE_BIAS = ROOT / "examples" / "kernels" / "scale_bias.tsk"

@@ -14,9 +14,9 @@ from tilesafe.codegen.launch_spec import LaunchSpec
 from tilesafe.codegen.plan import bind
 from tilesafe.frontend.load import load_program
 from tilesafe.gpu import cases, compare, driver, launcher
-from tilesafe.semantics import spec_eval
-from tilesafe.semantics.interp import run_kernel
-from tilesafe.semantics.interp_io import random_inputs, tensor_shapes
+from tilesafe.semantics.interpreter.interp import run_kernel
+from tilesafe.semantics.interpreter.interp_io import random_inputs, tensor_shapes
+from tilesafe.semantics.value import spec_eval
 
 ROOT = Path(__file__).resolve().parent.parent
 

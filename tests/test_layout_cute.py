@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from tilesafe.semantics.cute import (
+from tilesafe.semantics.layout.cute import (
     ComposedLayout,
     Layout,
     Swizzle,
@@ -31,7 +31,7 @@ from tilesafe.semantics.cute import (
     zipped_divide,
     zipped_product,
 )
-from tilesafe.semantics.inttuple import (
+from tilesafe.semantics.layout.inttuple import (
     crd2idx,
     flatten,
     format_int_tuple,

@@ -12,9 +12,9 @@ from tilesafe.frontend.diagnostics import DiagnosticError
 from tilesafe.frontend.fmt import format_source
 from tilesafe.frontend.load import compile_source
 from tilesafe.frontend.parser import parse
-from tilesafe.semantics import layout_isl as LI
-from tilesafe.semantics.cute import ComposedLayout, Layout, Swizzle, parse_cute
-from tilesafe.semantics.layouts import realize
+from tilesafe.semantics.layout import layout_isl as LI
+from tilesafe.semantics.layout.cute import ComposedLayout, Layout, Swizzle, parse_cute
+from tilesafe.semantics.layout.layouts import realize
 
 
 def kernel(*decls: str) -> str:

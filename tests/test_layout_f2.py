@@ -10,8 +10,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from tilesafe.semantics.cute import ComposedLayout, Layout, Swizzle
-from tilesafe.semantics.linear_layout import LinearLayout, gf2_rank
+from tilesafe.semantics.layout.cute import ComposedLayout, Layout, Swizzle
+from tilesafe.semantics.layout.linear_layout import LinearLayout, gf2_rank
 
 # LAYOUT_EXAMPLES=300 pytest ... runs a longer soak of the same properties
 SCALE = int(os.environ.get("LAYOUT_EXAMPLES", "0"))

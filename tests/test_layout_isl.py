@@ -17,12 +17,12 @@ import islpy as isl
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from tilesafe.semantics import layout_isl as LI
-from tilesafe.semantics.cute import ComposedLayout, Layout, Swizzle, coalesce, make_layout
-from tilesafe.semantics.inttuple import flatten
-from tilesafe.semantics.lego import GroupBy, LegoChain, LegoLayout, OrderBy, tile_major
-from tilesafe.semantics.linear_layout import LinearLayout
-from tilesafe.semantics.piecewise import Piece, PiecewiseLayout, Var, ragged_tiles
+from tilesafe.semantics.layout import layout_isl as LI
+from tilesafe.semantics.layout.cute import ComposedLayout, Layout, Swizzle, coalesce, make_layout
+from tilesafe.semantics.layout.inttuple import flatten
+from tilesafe.semantics.layout.lego import GroupBy, LegoChain, LegoLayout, OrderBy, tile_major
+from tilesafe.semantics.layout.linear_layout import LinearLayout
+from tilesafe.semantics.layout.piecewise import Piece, PiecewiseLayout, Var, ragged_tiles
 
 # LAYOUT_EXAMPLES=300 pytest ... runs a longer soak of the same properties
 SCALE = int(os.environ.get("LAYOUT_EXAMPLES", "0"))

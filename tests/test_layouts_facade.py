@@ -12,9 +12,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tilesafe.semantics import layout_isl as LI
-from tilesafe.semantics.cute import Swizzle
-from tilesafe.semantics.layouts import (
+from tilesafe.semantics.layout import layout_isl as LI
+from tilesafe.semantics.layout.cute import Swizzle
+from tilesafe.semantics.layout.layouts import (
     HEADS,
     LayoutError,
     LayoutTerm,

@@ -1,4 +1,4 @@
-"""Tests for tilesafe.semantics.mbarrier, the executable model of one PTX mbarrier.
+"""Tests for tilesafe.semantics.hw.mbarrier, the executable model of one PTX mbarrier.
 
 Sequences marked "seen on an H100" reproduce what test_wait.parity returned on real hardware
 (driver 580.159.04; docs/hardware-rules.md), so they check the model against the machine.
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tilesafe.semantics.mbarrier import COUNT_MAX, TX_MAX, MbarrierError, MbarrierState
+from tilesafe.semantics.hw.mbarrier import COUNT_MAX, TX_MAX, MbarrierError, MbarrierState
 
 
 def err(code: str):

@@ -104,10 +104,10 @@ def test_descriptor_verdict_matches_direct_synthesis():
     import islpy as isl
     import numpy as np
 
-    from tilesafe.semantics import mma_rules as mr
-    from tilesafe.semantics import wgmma_desc as wd
-    from tilesafe.semantics.access import collect
-    from tilesafe.semantics.smem import plan_shared
+    from tilesafe.semantics.access.access import collect
+    from tilesafe.semantics.hw import mma_rules as mr
+    from tilesafe.semantics.hw import wgmma_desc as wd
+    from tilesafe.semantics.interpreter.smem import plan_shared
 
     for alay in ("swizzle128B(row_major)", "row_major", "swizzle32B(row_major)"):
         k = kernel(alay=alay)

@@ -1,4 +1,4 @@
-"""The reference MMA (semantics/mma.py): its documented order, exactness where hardware must
+"""The reference MMA (semantics/hw/mma.py): its documented order, exactness where hardware must
 agree, integer wrapping, tf32 truncation, and the fragment gather/scatter."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from tilesafe.frontend import fragments as fr
 from tilesafe.frontend import ir
-from tilesafe.semantics import mma
+from tilesafe.semantics.hw import mma
 
 
 def test_small_integers_give_the_exact_product():

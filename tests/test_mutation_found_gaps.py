@@ -13,11 +13,12 @@ from tilesafe.checkers import layout
 from tilesafe.checkers.obligation import Obligation, Severity, Verdict
 from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend.load import compile_source
-from tilesafe.semantics import fp, layouts
-from tilesafe.semantics import layout_isl as LI
-from tilesafe.semantics.mbarrier import COUNT_MAX, MbarrierError, MbarrierState
+from tilesafe.semantics.expr import fp
+from tilesafe.semantics.hw.mbarrier import COUNT_MAX, MbarrierError, MbarrierState
+from tilesafe.semantics.layout import layout_isl as LI
+from tilesafe.semantics.layout import layouts
 
-# ---- semantics/mbarrier.py -------------------------------------------------------------------
+# ---- semantics/hw/mbarrier.py -------------------------------------------------------------------
 
 
 def test_expect_tx_raises_the_count_and_a_later_complete_tx_closes_the_phase():
@@ -92,7 +93,8 @@ def test_failed_is_not_proved_and_an_error(verdict, severity):
     assert o.failed == (verdict is not Verdict.PROVED and severity is Severity.ERROR)
 
 
-# ---- semantics/fp.py -------------------------------------------------------------------------
+# ---- semantics/expr/fp.py
+# -------------------------------------------------------------------------
 
 F = np.float32
 

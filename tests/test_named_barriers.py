@@ -19,9 +19,9 @@ from tilesafe.frontend import ir
 from tilesafe.frontend.diagnostics import DiagnosticError
 from tilesafe.frontend.fmt import format_source
 from tilesafe.frontend.load import compile_source, load_program
-from tilesafe.semantics import symmetry
-from tilesafe.semantics.events import build_model
-from tilesafe.semantics.interp import InterpError, random_inputs, run_kernel
+from tilesafe.semantics.interpreter.interp import InterpError, random_inputs, run_kernel
+from tilesafe.semantics.temporal import symmetry
+from tilesafe.semantics.temporal.events import build_model
 
 ROOT = Path(__file__).resolve().parent.parent
 HANDOFF = ROOT / "corpus" / "good" / "named_handoff.tsk"

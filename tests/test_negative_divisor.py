@@ -16,9 +16,9 @@ from tilesafe import api
 from tilesafe.frontend import ir
 from tilesafe.frontend.diagnostics import DiagnosticError
 from tilesafe.frontend.load import compile_source
-from tilesafe.semantics import affine, evaluate
-from tilesafe.semantics.interp import run_kernel
-from tilesafe.semantics.z3_terms import floor_div, floor_mod
+from tilesafe.semantics.expr import affine, evaluate
+from tilesafe.semantics.expr.z3_terms import floor_div, floor_mod
+from tilesafe.semantics.interpreter.interp import run_kernel
 
 PAIRS = [(a, b) for a in range(-20, 21) for b in range(-7, 8) if b != 0]
 

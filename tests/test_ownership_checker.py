@@ -18,8 +18,8 @@ from tilesafe.checkers import barrier, ownership, temporal
 from tilesafe.checkers.obligation import Severity, Verdict
 from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend.load import compile_source, load_program
-from tilesafe.semantics.interp import InterpError, random_inputs, run_kernel
-from tilesafe.semantics.interp_io import as_float
+from tilesafe.semantics.interpreter.interp import InterpError, random_inputs, run_kernel
+from tilesafe.semantics.interpreter.interp_io import as_float
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from schedules import shows_failure  # noqa: E402

@@ -1,4 +1,4 @@
-"""Persistent kernels (semantics/blockparam.py): the block index as a size of the one-block
+"""Persistent kernels (semantics/temporal/blockparam.py): the block index as a size of the one-block
 model, the tile schedule as its ordinal loop, and the simplification that lets a ring
 counter carried across tiles read the iteration only. Proved for every block and size on
 the good kernel; refuted (never proved) when the ring is not carried or when a term reads
@@ -16,7 +16,8 @@ from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend import ir
 from tilesafe.frontend.load import compile_source, load_program
 from tilesafe.frontend.walk import statements
-from tilesafe.semantics import blockparam, evaluate
+from tilesafe.semantics.expr import evaluate
+from tilesafe.semantics.temporal import blockparam
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = ROOT / "corpus" / "good" / "persistent_ring.tsk"
@@ -170,8 +171,8 @@ def _size_leaf(x):
 def test_the_machine_runs_the_lifted_block():
     """The one-block machine of a lifted kernel runs the block its sizes name (the block
     index is a size there, not the default block 0): its trip count is that block's."""
-    from tilesafe.semantics.events import build_model
-    from tilesafe.semantics.explore import Machine
+    from tilesafe.semantics.temporal.events import build_model
+    from tilesafe.semantics.temporal.explore import Machine
     k = blockparam.lift(load_program(GOOD).kernels[0])
     model = build_model(k, False)
     for m, bx in ((64, 0), (64, 1), (640, 1), (640, 2), (1024, 3)):

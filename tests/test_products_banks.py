@@ -1,5 +1,5 @@
-"""Products of sizes in TMA strides (semantics/products.py) and bank-conflict freedom for
-every size (semantics/bank_param.py), against concrete evaluation."""
+"""Products of sizes in TMA strides (semantics/expr/products.py) and bank-conflict freedom for
+every size (semantics/hw/bank_param.py), against concrete evaluation."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from tilesafe.checkers import banks, tma
 from tilesafe.checkers.obligation import Verdict
 from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend.load import compile_source, load_program
-from tilesafe.semantics import products
+from tilesafe.semantics.expr import products
 
 BATCHED = open("corpus/good/batched_copy.tsk").read()
 

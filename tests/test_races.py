@@ -1,10 +1,10 @@
 """Races between the threads of one class and uninitialised shared-memory reads.
 
 The event model runs a class of threads as one lockstep agent; footprints keep which thread
-touches which element (semantics/footprint.py), so a read of another thread's unordered
+touches which element (semantics/temporal/footprint.py), so a read of another thread's unordered
 write (a deleted `sync`), a write over another thread's unordered read (a tile reused
 without a trailing `sync`) and a read of memory nothing wrote are found; candidates on
-over-approximated footprints are refuted only with a witness block (semantics/witness.py),
+over-approximated footprints are refuted only with a witness block (semantics/temporal/witness.py),
 else UNKNOWN (TS492) -- never PROVED."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from tilesafe.checkers import barrier, ownership
 from tilesafe.checkers.obligation import Severity, Verdict
 from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend.load import compile_source, load_program
-from tilesafe.semantics import footprint as fpm
-from tilesafe.semantics.events import build_model
+from tilesafe.semantics.temporal import footprint as fpm
+from tilesafe.semantics.temporal.events import build_model
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = ROOT / "corpus" / "good"

@@ -1,7 +1,7 @@
-"""The reductions of the temporal search (semantics/symmetry.py, semantics/ring.py,
-semantics/reduce.py) against the unreduced search: on small rings both prove; on mutants
-(one role's arrive deleted, one stage's parity changed, one role's parity changed) the
-reductions do not prove and the checkers refute."""
+"""The reductions of the temporal search (semantics/temporal/symmetry.py,
+semantics/temporal/ring.py, semantics/temporal/reduce.py) against the unreduced search: on small
+rings both prove; on mutants (one role's arrive deleted, one stage's parity changed, one role's
+parity changed) the reductions do not prove and the checkers refute."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from tilesafe.checkers import barrier, ownership, temporal
 from tilesafe.checkers.obligation import Severity, Verdict
 from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend.load import compile_source, load_program
-from tilesafe.semantics import reduce, ring, symmetry
-from tilesafe.semantics.budget import Budget
-from tilesafe.semantics.events import build_model
-from tilesafe.semantics.parametric import explore_all
+from tilesafe.semantics.temporal import reduce, ring, symmetry
+from tilesafe.semantics.temporal.budget import Budget
+from tilesafe.semantics.temporal.events import build_model
+from tilesafe.semantics.temporal.parametric import explore_all
 
 
 def ring_kernel(roles: int, stages: int, *, drop_arrive: int = -1, stage_parity: bool = False,

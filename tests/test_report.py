@@ -162,7 +162,7 @@ def test_report_usage_and_warnings(tmp_path):
 def test_lexer_knows_every_keyword_of_the_grammar():
     from tilesafe.report import lexer
 
-    grammar = (ROOT / "grammar" / "tilesafe.lark").read_text()
+    grammar = (ROOT / "src" / "tilesafe" / "grammar" / "tilesafe.lark").read_text()
     words = set(re.findall(r'"([a-z_]+)"', grammar))
     known = set(lexer.DECLARATIONS + lexer.KEYWORDS + lexer.OPERATIONS + lexer.ROLES)
     assert words <= known, sorted(words - known)

@@ -96,7 +96,7 @@ def test_verify_huge_loop_within_memory(tsk, trips):
     """The event model's footprint built one array entry per iteration before checking its
     size (16.9 GB for 2^31 trips, MemoryError for 2^32) and could not hold 2^64 in int64
     (OverflowError). It now counts first and over-approximates a loop that is too big
-    (semantics/footprint.py).
+    (semantics/temporal/footprint.py).
     (A literal 2^64 is TS026 now; folding two literals still reaches it.)"""
     path = tsk(kernel(f"""
 shared s: f32[32]

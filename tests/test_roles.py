@@ -19,7 +19,7 @@ from tilesafe.frontend.diagnostics import DiagnosticError
 from tilesafe.frontend.fmt import format_source
 from tilesafe.frontend.load import compile_source
 from tilesafe.frontend.parser import parse
-from tilesafe.semantics.interp_io import random_inputs
+from tilesafe.semantics.interpreter.interp_io import random_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = sorted((ROOT / "corpus").glob("*/*.tsk"))

@@ -1,4 +1,4 @@
-"""setmaxnreg rules (checkers/mma.py, semantics/mma_rules.py): whole warpgroups (TS536) and
+"""setmaxnreg rules (checkers/mma.py, semantics/hw/mma_rules.py): whole warpgroups (TS536) and
 the register file (TS537), cross-checked against the arithmetic of the allocation."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from tilesafe.api import checked_program
 from tilesafe.checkers import mma
 from tilesafe.checkers.registry import CheckOptions
-from tilesafe.semantics import mma_rules as mr
+from tilesafe.semantics.hw import mma_rules as mr
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""The array evaluation of specifications (semantics/spec_vec.py) against the element-at-a-
+"""The array evaluation of specifications (semantics/value/spec_vec.py) against the element-at-a-
 time definition (spec_eval.expected_scalar): the same bits on every input profile (special
 values included; every NaN equals every NaN, payloads are not modelled), the same spec
 errors, and the scalar fallback where int64 would not be exact."""
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from tilesafe.api import checked_program, load_program
-from tilesafe.semantics import spec_eval, spec_vec
-from tilesafe.semantics.interp_io import tensor_shapes
-from tilesafe.semantics.spec_inputs import Profile, choose_sizes, value_inputs
+from tilesafe.semantics.interpreter.interp_io import tensor_shapes
+from tilesafe.semantics.value import spec_eval, spec_vec
+from tilesafe.semantics.value.spec_inputs import Profile, choose_sizes, value_inputs
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ["corpus/good/elementwise.tsk", "corpus/good/row_sum_ilp.tsk",

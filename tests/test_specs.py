@@ -20,10 +20,10 @@ from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend.diagnostics import DiagnosticError
 from tilesafe.frontend.fmt import format_source
 from tilesafe.frontend.load import compile_source, load_program
-from tilesafe.semantics import spec_eval, spec_run, valueflow
-from tilesafe.semantics.interp_io import tensor_shapes
-from tilesafe.semantics.spec_inputs import Profile, choose_sizes
-from tilesafe.semantics.value_exec import Unsupported
+from tilesafe.semantics.interpreter.interp_io import tensor_shapes
+from tilesafe.semantics.value import spec_eval, spec_run, valueflow
+from tilesafe.semantics.value.spec_inputs import Profile, choose_sizes
+from tilesafe.semantics.value.value_exec import Unsupported
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = sorted((ROOT / "corpus" / "good").glob("*.tsk"))
@@ -259,7 +259,7 @@ def test_order_free_sum_multiset():
 
 def test_distinct_inputs_are_distinct():
     from tilesafe.frontend import ir
-    from tilesafe.semantics.spec_inputs import distinct_floats
+    from tilesafe.semantics.value.spec_inputs import distinct_floats
     v = distinct_floats(ir.DType.F16, 4096, np.random.default_rng(1))
     assert len(set(v.astype(np.float16).tolist())) == 4096 and not (v == 0).any()
 
@@ -278,7 +278,7 @@ DIRECT = """kernel tr(src: in global f32[M, N], dst: out global f32[N, M])
 
 def test_equiv_proves_a_retiled_transpose(tmp_path: Path):
     from tilesafe.cli import main
-    from tilesafe.semantics import equiv
+    from tilesafe.semantics.value import equiv
 
     direct = tmp_path / "direct.tsk"
     direct.write_text(DIRECT)
@@ -295,7 +295,7 @@ def test_equiv_follows_named_barriers_and_rings():
     hand-off (named_handoff) and a TMA ring (pipeline2) against themselves with an operand
     order or a statement order changed are proved the same."""
     from tilesafe.frontend.load import compile_source
-    from tilesafe.semantics import equiv
+    from tilesafe.semantics.value import equiv
 
     text = (ROOT / "corpus" / "good" / "named_handoff.tsk").read_text()
     a = compile_source(text, "a.tsk").kernels[0]
@@ -312,8 +312,8 @@ def test_equiv_distinguishing_input_replays(tmp_path: Path):
     import json
 
     from tilesafe.cli import main
-    from tilesafe.semantics.interp import run_kernel
-    from tilesafe.semantics.spec_inputs import value_inputs
+    from tilesafe.semantics.interpreter.interp import run_kernel
+    from tilesafe.semantics.value.spec_inputs import value_inputs
 
     good = ROOT / "corpus" / "good" / "transpose_swizzled.tsk"
     bad = ROOT / "corpus" / "bad" / "ts801_transpose_reads_row.tsk"
@@ -331,7 +331,7 @@ def test_equiv_distinguishing_input_replays(tmp_path: Path):
 
 
 def test_equiv_needs_the_same_parameters():
-    from tilesafe.semantics import equiv
+    from tilesafe.semantics.value import equiv
 
     a = load_program(ROOT / "corpus" / "good" / "transpose_swizzled.tsk").kernels[0]
     b = load_program(ROOT / "corpus" / "good" / "elementwise.tsk").kernels[0]
@@ -474,7 +474,7 @@ def test_spec_reading_outside_a_tensor_is_ts041(spec: str, outside: bool):
     """Decided by ISL for every size; cross-checked by evaluating the spec at the witness
     sizes (it must really read outside there) and at small sizes where it is in bounds."""
     from tilesafe import api
-    from tilesafe.semantics import spec_bounds
+    from tilesafe.semantics.value import spec_bounds
 
     program = compile_source(HEADER + f"  ensures {spec}\n" + BODY, "t.tsk")
     k = program.kernels[0]
@@ -547,7 +547,7 @@ def test_special_inputs_keep_free_sums_order_independent(seed: int, dtype: str):
     """SPECIAL and WIDE inputs of an order-free sum: every summation order gives the same
     bits (so a kernel adding in another order than the spec is never refuted by them)."""
     from tilesafe.frontend import ir
-    from tilesafe.semantics.spec_inputs import profile_values
+    from tilesafe.semantics.value.spec_inputs import profile_values
 
     rng = np.random.default_rng(seed)
     for profile in (Profile.SPECIAL, Profile.WIDE):

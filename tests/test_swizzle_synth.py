@@ -10,8 +10,8 @@ import z3
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tilesafe.semantics.banks import wavefronts_amd_lds, wavefronts_nvidia
-from tilesafe.semantics.swizzle_synth import (
+from tilesafe.semantics.hw.banks import wavefronts_amd_lds, wavefronts_nvidia
+from tilesafe.semantics.layout.swizzle_synth import (
     AccessPattern,
     CuteSwizzle,
     RowXorSwizzle,

@@ -1,4 +1,4 @@
-"""Counting synchronisation events (semantics/sync_counts.py) against brute force, and the
+"""Counting synchronisation events (semantics/temporal/sync_counts.py) against brute force, and the
 named-barrier happens-before it gives the value proof: the hand-off kernels prove, and every
 edit that breaks the ordering a read relies on is not proved (a refutation or an unknown,
 never a "proved")."""
@@ -13,8 +13,10 @@ from hypothesis import strategies as st
 
 from tilesafe.frontend import ir
 from tilesafe.frontend.load import compile_source
-from tilesafe.semantics import evaluate, sync_counts, valueflow
-from tilesafe.semantics.value_exec import Unsupported
+from tilesafe.semantics.expr import evaluate
+from tilesafe.semantics.temporal import sync_counts
+from tilesafe.semantics.value import valueflow
+from tilesafe.semantics.value.value_exec import Unsupported
 
 ROOT = Path(__file__).resolve().parent.parent
 INT, BOOL = ir.ScalarType.INT, ir.ScalarType.BOOL

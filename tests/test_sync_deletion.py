@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpus_refs as R  # noqa: E402
 from schedules import failure  # noqa: E402
 
-from tilesafe.semantics.interp import random_inputs  # noqa: E402
+from tilesafe.semantics.interpreter.interp import random_inputs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = sorted((ROOT / "corpus" / "good").glob("*.tsk"))

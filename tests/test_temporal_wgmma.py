@@ -1,4 +1,4 @@
-"""The temporal checkers on tensor-core kernels (semantics/explore/ops/wgmma.py).
+"""The temporal checkers on tensor-core kernels (semantics/temporal/explore/ops/wgmma.py).
 
 A wgmma's MMA reads its tiles asynchronously until a `wgmma_wait` of its threads covers its
 group: the tiles stay held (a stage released before the wait is refilled under it, TS303),
@@ -25,9 +25,9 @@ from tilesafe.checkers import temporal
 from tilesafe.checkers.obligation import Verdict
 from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend.load import compile_source, load_program
-from tilesafe.semantics.events import build_model
-from tilesafe.semantics.explore import Machine, search
-from tilesafe.semantics.interp import InterpError, random_inputs, run_kernel
+from tilesafe.semantics.interpreter.interp import InterpError, random_inputs, run_kernel
+from tilesafe.semantics.temporal.events import build_model
+from tilesafe.semantics.temporal.explore import Machine, search
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpus_refs as R  # noqa: E402

@@ -12,7 +12,7 @@ from tilesafe.checkers import layout, tma
 from tilesafe.checkers.obligation import Verdict
 from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend.load import compile_source
-from tilesafe.semantics.interp import run_kernel
+from tilesafe.semantics.interpreter.interp import run_kernel
 
 COPY = """
 kernel copy(src: global f16[M, N], dst: global f16[M, N])

@@ -1,4 +1,4 @@
-"""Tests for tilesafe.semantics.tma_rules: descriptor rules and the copy engine's arrangement.
+"""Tests for tilesafe.semantics.hw.tma_rules: descriptor rules and the copy engine's arrangement.
 
 Rule tests flip exactly one rule on a known-good spec and expect exactly its code. The
 `DRIVER_VERDICTS` table holds verdicts that cuTensorMapEncodeTiled itself returned on an H100
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tilesafe.semantics import tma_rules as T
+from tilesafe.semantics.hw import tma_rules as T
 
 GOOD = T.TensorMapSpec.from_row_major("f16", (4096, 4096), (64, 64), swizzle="128B")
 

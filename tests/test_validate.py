@@ -27,9 +27,9 @@ from tilesafe.codegen.validate.spec import Spec
 from tilesafe.codegen.validate.symexec import Executor
 from tilesafe.frontend import ir
 from tilesafe.frontend.walk import own_exprs, statements
-from tilesafe.semantics import evaluate
-from tilesafe.semantics.interp_io import check_where
-from tilesafe.semantics.smem import plan_shared
+from tilesafe.semantics.expr import evaluate
+from tilesafe.semantics.interpreter.interp_io import check_where
+from tilesafe.semantics.interpreter.smem import plan_shared
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = sorted(str(p.relative_to(ROOT)) for d in ("corpus/good", "corpus/codegen")

@@ -1,7 +1,7 @@
 """The translation validator on tensor-core code (issue 20): every corpus/wgmma kernel's PTX
 is proved -- descriptors, scale-d, immediates, fragment registers, the unrolled epilogue --
 and planted bugs in that PTX are refuted with their code and a concrete counterexample;
-the specification's descriptor agrees with semantics/wgmma_desc.py on concrete addresses
+the specification's descriptor agrees with semantics/hw/wgmma_desc.py on concrete addresses
 and with the descriptor the mma checker found for each tile; the loops the specification
 unrolls are those the PTX unrolls."""
 
@@ -30,9 +30,9 @@ from tilesafe.codegen.validate.spec import Spec
 from tilesafe.codegen.validate.spec_mma import descriptor_term, unrolled
 from tilesafe.frontend import ir
 from tilesafe.frontend.walk import statements
-from tilesafe.semantics import mma_rules
-from tilesafe.semantics import wgmma_desc as wd
-from tilesafe.semantics.access import collect
+from tilesafe.semantics.access.access import collect
+from tilesafe.semantics.hw import mma_rules
+from tilesafe.semantics.hw import wgmma_desc as wd
 
 ROOT = Path(__file__).resolve().parent.parent
 WGMMA = sorted(p.stem for p in (ROOT / "corpus" / "wgmma").glob("*.tsk"))

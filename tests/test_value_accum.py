@@ -1,6 +1,6 @@
 """Accumulation in shared memory (`hist[e] = hist[e] + body` across loop iterations): the
 value proof sums the last plain write of the element and every step between it and the read
-(semantics/valueflow.py, `Accum`). Cross-checked against the interpreter on generated
+(semantics/value/valueflow.py, `Accum`). Cross-checked against the interpreter on generated
 variants: a "proved" must never meet a launch that disagrees with the spec, and on this
 family every variant the launches agree on is proved."""
 

@@ -1,4 +1,4 @@
-"""The value proof through tensor-core MMAs (semantics/value_mma.py, value_frag.py): a
+"""The value proof through tensor-core MMAs (semantics/value/value_mma.py, value_frag.py): a
 fragment register is the last write that sets it (a wgmma with scale-d false, a store) plus
 the products of every wgmma in between, compared with the spec's order-free sum as a
 multiset. Every corpus/wgmma kernel is proved for every size; the planted bugs of
@@ -19,10 +19,10 @@ from tilesafe.checkers import value
 from tilesafe.checkers.obligation import Verdict
 from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend.load import compile_source, load_program
-from tilesafe.semantics import spec_run, valueflow
-from tilesafe.semantics.spec_inputs import Profile, choose_sizes
-from tilesafe.semantics.value_exec import Unsupported
-from tilesafe.semantics.value_space import subtract
+from tilesafe.semantics.value import spec_run, valueflow
+from tilesafe.semantics.value.spec_inputs import Profile, choose_sizes
+from tilesafe.semantics.value.value_exec import Unsupported
+from tilesafe.semantics.value.value_space import subtract
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from value_checks import agrees  # noqa: E402

@@ -1,4 +1,4 @@
-"""wgmma descriptors (semantics/wgmma_desc.py): the canonical forms against an independent
+"""wgmma descriptors (semantics/hw/wgmma_desc.py): the canonical forms against an independent
 reading, and synthesis from buffers laid out by our own layout algebra.
 
 The independent reading: CUTLASS states each canonical form as a CuTe layout in units of
@@ -17,9 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tilesafe.frontend import ir
-from tilesafe.semantics import layouts
-from tilesafe.semantics.cute import Layout, Swizzle
-from tilesafe.semantics.wgmma_desc import (
+from tilesafe.semantics.hw.wgmma_desc import (
     Descriptor,
     Found,
     Major,
@@ -28,6 +26,8 @@ from tilesafe.semantics.wgmma_desc import (
     swizzle,
     synthesize,
 )
+from tilesafe.semantics.layout import layouts
+from tilesafe.semantics.layout.cute import Layout, Swizzle
 
 T_BF16 = 8
 ROW = ir.LayoutTerm("row_major", ())

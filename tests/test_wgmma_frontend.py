@@ -11,7 +11,7 @@ from tilesafe.frontend import ir, walk
 from tilesafe.frontend.diagnostics import DiagnosticError
 from tilesafe.frontend.fmt import format_source
 from tilesafe.frontend.load import compile_source
-from tilesafe.semantics import evaluate
+from tilesafe.semantics.expr import evaluate
 
 KERNEL = """kernel tile_mma(a: in global bf16[64, 64], b: in global bf16[128, 64],
                 c: out global f32[64, 128])

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from tilesafe.frontend.load import compile_source
-from tilesafe.semantics import spec_run, valueflow
-from tilesafe.semantics.value_exec import Unsupported
+from tilesafe.semantics.value import spec_run, valueflow
+from tilesafe.semantics.value.value_exec import Unsupported
 
 
 def proved(src: str) -> bool:

@@ -40,15 +40,16 @@ from tilesafe.codegen.plan import bind  # noqa: E402
 from tilesafe.frontend import ir  # noqa: E402
 from tilesafe.frontend.diagnostics import DiagnosticError  # noqa: E402
 from tilesafe.gpu.cases import Case, save_case  # noqa: E402
-from tilesafe.semantics import fp, spec_eval  # noqa: E402
-from tilesafe.semantics.interp import InterpError, run_kernel  # noqa: E402
-from tilesafe.semantics.interp_io import (  # noqa: E402
+from tilesafe.semantics.expr import fp  # noqa: E402
+from tilesafe.semantics.interpreter.interp import InterpError, run_kernel  # noqa: E402
+from tilesafe.semantics.interpreter.interp_io import (  # noqa: E402
     check_where,
     random_inputs,
     tensor_shapes,
     tensor_usage,
 )
-from tilesafe.semantics.spec_inputs import value_inputs  # noqa: E402
+from tilesafe.semantics.value import spec_eval  # noqa: E402
+from tilesafe.semantics.value.spec_inputs import value_inputs  # noqa: E402
 
 SIZES_RE = re.compile(r"^//\s*sizes:\s*(.+)$", re.M)
 

@@ -45,8 +45,8 @@ from tilesafe.codegen.plan import CompiledKernel, bind  # noqa: E402
 from tilesafe.frontend import ir  # noqa: E402
 from tilesafe.frontend.diagnostics import DiagnosticError  # noqa: E402
 from tilesafe.gpu.cases import Case, save_case  # noqa: E402
-from tilesafe.semantics.interp import run_kernel  # noqa: E402
-from tilesafe.semantics.interp_io import random_inputs  # noqa: E402
+from tilesafe.semantics.interpreter.interp import run_kernel  # noqa: E402
+from tilesafe.semantics.interpreter.interp_io import random_inputs  # noqa: E402
 
 AMD_SIZES = {"row_reduce64": [{"M": 1, "N": 1}, {"M": 9, "N": 65}, {"M": 37, "N": 200}],
              "transpose64": [{"M": 64, "N": 64}, {"M": 192, "N": 128}]}

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from tilesafe.gpu.driver import encode_call
-from tilesafe.semantics.tma_rules import DTYPES, TensorMapSpec, box_bytes
+from tilesafe.semantics.hw.tma_rules import DTYPES, TensorMapSpec, box_bytes
 
 KERNEL_SOURCE = Path(__file__).with_name("hw_kernels.cu")
 NVCC_ARCH = "-gencode=arch=compute_90a,code=sm_90a"

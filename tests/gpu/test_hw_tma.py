@@ -33,8 +33,8 @@ import hw_probe
 import numpy as np
 import pytest
 
-from tilesafe.semantics.mbarrier import MbarrierError, MbarrierState
-from tilesafe.semantics.tma_rules import (
+from tilesafe.semantics.hw.mbarrier import MbarrierError, MbarrierState
+from tilesafe.semantics.hw.tma_rules import (
     DTYPES,
     L2_PROMOTIONS,
     MAX_BOX_BYTES,

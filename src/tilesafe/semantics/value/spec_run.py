@@ -1,0 +1,266 @@
+"""Run a kernel against its `ensures` clauses on small launches: the refuting half of the
+value proof.
+
+Why: a value bug (a swapped index, swapped TMA coordinates, `-` for `+` in a reduction tree,
+`oob nan` where the kernel relies on the zero fill) leaves the kernel safe, so no safety
+checker sees it; the interpreter computes the wrong element. Each run uses inputs built to
+expose such bugs (semantics/value/spec_inputs.py), compares every output element bit for bit with
+the spec evaluated by semantics/value/spec_eval.py, and a difference is a concrete refutation:
+sizes, seed, the output element, the value it got and the one the spec asks for, and, when
+the spec moves one input element, which input element arrived instead of which. The seed
+and sizes replay it (`replay`). Agreement on these runs proves nothing for other sizes;
+semantics/value/valueflow.py does that part.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tilesafe.frontend import ir, walk
+from tilesafe.semantics.expr import evaluate
+from tilesafe.semantics.interpreter.interp import RunResult, run_kernel
+from tilesafe.semantics.interpreter.interp_error import InterpError
+from tilesafe.semantics.interpreter.interp_io import as_float, tensor_shapes
+from tilesafe.semantics.value import spec_eval
+from tilesafe.semantics.value.spec_inputs import Profile, choose_sizes, value_inputs
+
+MAX_STEPS = 4_000_000
+
+# Kinds of value bug, and their codes (docs/semantics.md, "Specifications").
+MOVED = "TS801"  # the element arrived from the wrong input element
+VALUE = "TS802"  # the arithmetic differs (operator, constant, conversion)
+SUM = "TS803"  # a reduction's contributions differ (dropped, doubled, subtracted)
+FILL = "TS804"  # a fill value (TMA out-of-bounds zero/NaN) arrived instead of data, or data
+#                 where the spec expects the fill's value
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    code: str
+    sizes: dict[str, int]
+    seed: int
+    exact: bool  # inputs were small integers (a spec with an order-free sum)
+    profile: Profile  # which input values (plain, special IEEE values, wide integers)
+    tensor: str
+    element: tuple[int, ...]
+    got: object
+    want: object
+    received: str | None  # the input element whose value arrived, when one has it
+    expects: str | None  # the input element the spec moves there, for a plain-load spec
+    mismatches: int  # elements of this output that differ at these sizes
+
+    def describe(self) -> str:
+        at = f"{self.tensor}[{', '.join(map(str, self.element))}]"
+        sizes = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
+        if self.code == MOVED and self.received and self.expects:
+            what = f"receives {self.received} = {self.got}, the spec asks for {self.expects}"
+        elif self.code == FILL and self.expects:
+            what = (f"receives {self.got} (a fill value) where the spec asks for "
+                    f"{self.expects} = {self.want}")
+        else:
+            what = f"holds {self.got}, the spec asks for {self.want}"
+        return f"at {sizes}: {at} {what} ({self.mismatches} element(s) differ)"
+
+    def as_counterexample(self) -> dict[str, object]:
+        cex = {"sizes": dict(self.sizes), "seed": self.seed, "inputs": _inputs_text(
+            self.exact, self.profile), "profile": self.profile.value,
+            "element": f"{self.tensor}[{', '.join(map(str, self.element))}]",
+            "got": _plain(self.got), "want": _plain(self.want), "received": self.received,
+            "expects": self.expects, "mismatches": self.mismatches}
+        return {k: v for k, v in cex.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class ValueCheck:
+    """Outcome for one spec: the launches it agreed on, or the first mismatch."""
+
+    runs: tuple[dict[str, int], ...]
+    mismatch: Mismatch | None = None
+    skipped: tuple[str, ...] = field(default=())  # launches that could not be compared, why
+
+
+def check(kernel: ir.Kernel, sizes_list: list[dict[str, int]] | None = None,
+          seed: int = 0, specs: tuple[ir.Ensures, ...] | None = None,
+          profile: Profile = Profile.PLAIN) -> list[ValueCheck]:
+    """One ValueCheck per clause of `specs` (default: every `ensures` of `kernel`), from one
+    interpreter run per size with inputs of `profile`."""
+    specs = kernel.ensures if specs is None else specs
+    if not specs:
+        return []
+    with np.errstate(all="ignore"):  # special inputs: inf * 0 is NaN, not a warning
+        return _check(kernel, sizes_list, seed, specs, profile)
+
+
+def _check(kernel: ir.Kernel, sizes_list: list[dict[str, int]] | None, seed: int,
+           specs: tuple[ir.Ensures, ...], profile: Profile) -> list[ValueCheck]:
+    exact = exact_inputs(kernel)
+    runs: list[list[dict[str, int]]] = [[] for _ in specs]
+    skipped: list[list[str]] = [[] for _ in specs]
+    found: list[Mismatch | None] = [None for _ in specs]
+    for sizes in (sizes_list if sizes_list is not None else choose_sizes(kernel)):
+        if all(f is not None for f in found):
+            break
+        try:
+            arrays = value_inputs(kernel, sizes, seed, exact, profile)
+            result = run_kernel(kernel, sizes, arrays, max_steps=MAX_STEPS)
+        except InterpError as err:
+            for s in skipped:
+                s.append(f"{_sizes_text(sizes)}: the run failed ({err.code}): the safety "
+                         "checkers report why")
+            continue
+        except (ValueError, MemoryError) as err:
+            for s in skipped:
+                s.append(f"{_sizes_text(sizes)}: {err}")
+            continue
+        shapes = tensor_shapes(kernel, sizes)
+        for i, spec in enumerate(specs):
+            if found[i] is not None:
+                continue
+            try:
+                mismatch = compare(kernel, spec, sizes, seed, exact, arrays, result, shapes,
+                                   profile)
+            except (spec_eval.SpecOutOfBounds, evaluate.EvalError, ZeroDivisionError,
+                    OverflowError) as err:
+                skipped[i].append(f"{_sizes_text(sizes)}: the spec has no value: {err}")
+                continue
+            runs[i].append(dict(sizes))
+            found[i] = mismatch
+    return [ValueCheck(tuple(r), m, tuple(s)) for r, m, s in zip(runs, found, skipped,
+                                                                 strict=True)]
+
+
+def exact_inputs(kernel: ir.Kernel) -> bool:
+    """Small-integer inputs: a clause has an order-free sum, whose value must not depend on
+    the order the kernel adds in."""
+    return any(spec_eval.has_free_sum(s.rhs) for s in kernel.ensures)
+
+
+def replay(kernel: ir.Kernel, sizes: dict[str, int], seed: int, exact: bool,
+           profile: Profile = Profile.PLAIN) -> tuple[dict[str, np.ndarray], RunResult]:
+    """The inputs and the interpreter run a Mismatch came from."""
+    arrays = value_inputs(kernel, sizes, seed, exact, profile)
+    return arrays, run_kernel(kernel, sizes, arrays, max_steps=MAX_STEPS)
+
+
+def compare(kernel: ir.Kernel, spec: ir.Ensures, sizes: dict[str, int], seed: int,
+            exact: bool, arrays: Mapping[str, np.ndarray], result: RunResult,
+            shapes: Mapping[str, tuple[int, ...]], profile: Profile = Profile.PLAIN
+            ) -> Mismatch | None:
+    want = spec_eval.expected(kernel, spec, sizes, arrays, shapes)
+    got = result.tensors[spec.tensor]
+    differ = ~same_bits(got, want)
+    if not differ.any():
+        return None
+    element = tuple(int(i) for i in np.argwhere(differ)[0])
+    out = kernel.tensor(spec.tensor)
+    g, w = _element_value(got, out.dtype, element), _element_value(want, out.dtype, element)
+    load = spec_eval.plain_load(spec.rhs)
+    expects = None
+    if load is not None:
+        idx = spec_eval.load_index(load, spec, element, sizes)
+        expects = f"{load.tensor}[{', '.join(map(str, idx))}]"
+    received = (_find_source(kernel, arrays, g)
+                if not exact and profile is Profile.PLAIN else None)
+    code = _classify(spec, load, g, w, received, arrays, kernel)
+    return Mismatch(code, dict(sizes), seed, exact, profile, spec.tensor, element, g, w,
+                    received, expects, int(differ.sum()))
+
+
+def same_bits(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Elementwise bit equality, every NaN equal to every NaN (payloads are not modelled)."""
+    if a.dtype.kind == "f":
+        return np.where(np.isnan(a) & np.isnan(b), True,
+                        a.view(f"u{a.dtype.itemsize}") == b.view(f"u{b.dtype.itemsize}"))
+    return a == b
+
+
+def _element_value(arr: np.ndarray, dtype: ir.DType, element: tuple[int, ...]) -> object:
+    v = arr[element]
+    if dtype is ir.DType.BF16:
+        from tilesafe.semantics.expr import fp
+        return float(fp.bf16_bits_to_f32(int(v)))
+    return float(v) if dtype.is_float else int(v)
+
+
+def _find_source(kernel: ir.Kernel, arrays: Mapping[str, np.ndarray], value: object
+                 ) -> str | None:
+    """The input element holding exactly `value` (when several do, the first, saying so)."""
+    if not isinstance(value, float) or value != value or value == 0.0:
+        return None
+    hits, total = [], 0
+    for t in kernel.params:
+        if not (t.role is ir.ParamRole.IN and t.dtype.is_float):
+            continue
+        arr = arrays[t.name]
+        if t.dtype is ir.DType.BF16:
+            from tilesafe.semantics.expr import fp
+            arr = fp.bf16_array_to_f32(arr)
+        found = np.argwhere(arr.astype(np.float64) == value)
+        total += len(found)
+        for idx in found[:1]:
+            hits.append(f"{t.name}[{', '.join(str(int(i)) for i in idx)}]")
+    if not hits:
+        return None
+    return hits[0] if total == 1 else f"{hits[0]} (or one of {total - 1} other elements " \
+        "holding the same value)"
+
+
+def _classify(spec: ir.Ensures, load: ir.Load | None, got: object, want: object,
+              received: str | None, arrays: Mapping[str, np.ndarray],
+              kernel: ir.Kernel) -> str:
+    """The kind of value bug (one code, one meaning): a fill value (only a kernel with TMA
+    loads has one: the copy engine's out-of-bounds zero or NaN), a moved element, a sum's
+    contributions, or other arithmetic."""
+    if _fill_arrived(spec, got, want, arrays, kernel):
+        return FILL
+    if load is not None:
+        return MOVED if received is not None else VALUE
+    if _has_sum(spec.rhs):
+        return SUM
+    return VALUE
+
+
+def _fill_arrived(spec: ir.Ensures, got: object, want: object,
+                  arrays: Mapping[str, np.ndarray], kernel: ir.Kernel) -> bool:
+    """Did an out-of-bounds TMA fill arrive where the spec wants data? Only a TMA load has
+    a fill, of its tensormap's kind: NaN can only be a NaN fill when no input holds NaN (a
+    fragment's poison is NaN too, and that is not a fill); 0.0 can only be the zero fill
+    when the spec is not a sum (a sum of dropped contributions is 0.0 too, and that is
+    TS803's)."""
+    if not isinstance(got, float):
+        return False
+    fills = {kernel.tensormap(s.tensormap).oob_fill for s in walk.statements(kernel.body)
+             if isinstance(s, ir.TmaLoad)}
+    if isinstance(want, float) and (want != want or want == 0.0):
+        return False
+    if got != got:
+        return "nan" in fills and not any(np.isnan(as_float(arrays[t.name], t.dtype)).any()
+                                          for t in kernel.params
+                                          if t.role.defined_on_entry and t.dtype.is_float)
+    return got == 0.0 and "zero" in fills and not _has_sum(spec.rhs)
+
+
+def _has_sum(e: ir.Expr) -> bool:
+    return any(isinstance(x, ir.Reduce) for x in walk.subexprs(e))
+
+
+def _plain(v: object) -> object:
+    if isinstance(v, float) and v != v:
+        return "NaN"
+    return v
+
+
+def _inputs_text(exact: bool, profile: Profile) -> str:
+    base = "small integers" if exact else "distinct values"
+    if profile is Profile.SPECIAL:
+        return f"{base} with special values (inf, NaN, zeros, extremes)"
+    if profile is Profile.WIDE:
+        return "integers times 4096 (their sums overflow f16)"
+    return base
+
+
+def _sizes_text(sizes: Mapping[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sizes.items())
