@@ -32,267 +32,42 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import networkx as nx
-import numpy as np
 
 from tilesafe.frontend import ir
-from tilesafe.frontend.fragments import WARPGROUP
 from tilesafe.frontend.ir import describe_threads
 from tilesafe.frontend.span import Span
-from tilesafe.frontend.walk import loads, own_exprs, statements, subexprs
-from tilesafe.semantics.expr import evaluate
+from tilesafe.frontend.walk import own_exprs, statements
+from tilesafe.semantics.temporal.event_sync import SyncCompiler
+from tilesafe.semantics.temporal.event_terms import (
+    SYNC_STMTS,
+    Unsupported,
+    _frag_paths,
+    _mma_chain,
+    compile_expr,
+    conjoin,
+    conjuncts,
+    expr_key,
+    frag_uses,
+    free_vars,
+    has_frag,
+    has_shared,
+    has_sync,
+    shared_loads,
+)
 from tilesafe.semantics.temporal.instrs import (
     Access,
     AccessNode,
-    Arrive,
     Branch,
-    Commit,
     End,
     Enter,
-    ExpectTx,
-    FenceInit,
-    FenceProxy,
     Fn,
     FragAccess,
-    Init,
-    InnerLoop,
     Instr,
     Jump,
     Lets,
     LoopCtx,
-    MmaTileTerm,
-    NamedArrive,
-    NamedWait,
     Next,
-    Sync,
-    TmaLoad,
-    TmaStore,
-    Wait,
-    WaitGroup,
-    Wgmma,
-    WgmmaCommit,
-    WgmmaFence,
-    WgmmaWait,
 )
-
-# The tensor-core statements that are events of their class: an MMA (its warpgroup meets
-# there and it reads shared memory until a covering wait), the async-group operations, and
-# wgmma_fence (it orders the class's register accesses before its MMAs).
-TENSOR_SYNC = (ir.Wgmma, ir.WgmmaFence, ir.WgmmaCommit, ir.WgmmaWait)
-SYNC_STMTS = (ir.Init, ir.Fence, ir.Sync, ir.Wait, ir.Arrive, ir.ExpectTx, ir.TmaLoad,
-              ir.TmaStore, ir.CommitGroup, ir.WaitGroup, ir.NamedBar) + TENSOR_SYNC
-
-
-class Unsupported(Exception):
-    """A construct the temporal model cannot represent faithfully (verdicts become UNKNOWN)."""
-
-    def __init__(self, message: str, span: Span | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.span = span
-
-
-# ---- expressions ------------------------------------------------------------------------------
-
-
-def free_vars(e: ir.Expr, lets: Lets) -> frozenset[str]:
-    """What a term depends on: "thread", "block", "size:N", "loop:<uid>", "data"."""
-    out: set[str] = set()
-    _free(e, lets, out)
-    return frozenset(out)
-
-
-def _free(e: ir.Expr, lets: Lets, out: set[str]) -> None:
-    if isinstance(e, (ir.IntConst, ir.FloatConst)):
-        return
-    if isinstance(e, ir.SizeVar):
-        out.add("size:" + e.name)
-    elif isinstance(e, ir.Builtin):
-        out.add("thread" if e.kind in (ir.BuiltinKind.THREAD, ir.BuiltinKind.LANE,
-                                       ir.BuiltinKind.WARP_ID) else "block")
-    elif isinstance(e, ir.LoopVar):
-        out.add(f"loop:{e.uid}")
-    elif isinstance(e, ir.LocalRef):
-        if e.mutable or e.uid not in lets.table:
-            out.add("data")
-        else:
-            _free(lets.table[e.uid], lets, out)
-    elif isinstance(e, ir.Load):
-        out.add("data")
-    elif isinstance(e, ir.BinOp):
-        _free(e.lhs, lets, out)
-        _free(e.rhs, lets, out)
-    elif isinstance(e, ir.UnOp):
-        _free(e.operand, lets, out)
-    elif isinstance(e, ir.Call):
-        if e.func in ("f32", "i32"):
-            out.add("data")
-        for a in e.args:
-            _free(a, lets, out)
-    else:
-        out.add("data")
-
-
-def compile_expr(e: ir.Expr, lets: Lets) -> Fn:
-    """A closure over an environment (keys: "thread", "block.x", size names, "L<uid>").
-
-    Operators mean what semantics/expr/evaluate.py says; they work on Python ints and,
-    elementwise, on numpy integer arrays, so footprints can be evaluated for many threads at
-    once. Immutable `let`s are substituted; memory, floats and `var`s raise Unsupported.
-    """
-
-    def leaf(x: ir.Expr) -> Fn:
-        if isinstance(x, ir.SizeVar):
-            name = x.name
-            return lambda env: env[name]
-        if isinstance(x, ir.Builtin):
-            if x.kind is ir.BuiltinKind.THREAD:
-                return lambda env: env["thread"]
-            if x.kind is ir.BuiltinKind.LANE:
-                return lambda env: env["thread"] % 32
-            if x.kind is ir.BuiltinKind.WARP_ID:
-                return lambda env: env["thread"] // 32
-            key = x.kind.value
-            return lambda env: env[key]
-        if isinstance(x, ir.LoopVar):
-            key = f"L{x.uid}"
-            return lambda env: env[key]
-        if isinstance(x, ir.LocalRef) and not x.mutable and x.uid in lets.table:
-            return compile_expr(lets.table[x.uid], lets)
-        raise Unsupported(f"expression of kind {type(x).__name__} has no integer meaning "
-                          "here", x.span)
-
-    for x in subexprs(e):
-        if x.type is ir.ScalarType.FLOAT or isinstance(x, ir.Call) and x.func in ("f32", "i32"):
-            raise Unsupported(f"expression of kind {type(x).__name__} has no integer meaning "
-                              "here", x.span)
-    return evaluate.compile_expr(e, leaf)
-
-
-def expr_key(e: Any, lets: Lets) -> Any:
-    """A term's structure with `let`s inlined and positions dropped: equal keys, equal
-    values in equal environments."""
-    if isinstance(e, ir.LocalRef) and not e.mutable and e.uid in lets.table:
-        return expr_key(lets.table[e.uid], lets)
-    if isinstance(e, ir.Expr):
-        return (type(e).__name__,) + tuple(expr_key(getattr(e, f), lets)
-                                           for f in e.__dataclass_fields__
-                                           if f not in ("span", "type"))
-    if isinstance(e, tuple):
-        return tuple(expr_key(x, lets) for x in e)
-    return e
-
-
-def conjuncts(e: ir.Expr) -> list[ir.Expr]:
-    if isinstance(e, ir.BinOp) and e.op == "&&":
-        return conjuncts(e.lhs) + conjuncts(e.rhs)
-    return [e]
-
-
-def conjoin(parts: list[ir.Expr], span: Span) -> ir.Expr | None:
-    if not parts:
-        return None
-    out = parts[0]
-    for p in parts[1:]:
-        out = ir.BinOp(span, ir.ScalarType.BOOL, "&&", out, p)
-    return out
-
-
-# ---- statements -------------------------------------------------------------------------------
-
-
-def has_sync(stmts: tuple[ir.Stmt, ...]) -> bool:
-    return any(isinstance(s, SYNC_STMTS) for s in statements(stmts))
-
-
-def shared_loads(e: ir.Expr) -> Iterator[ir.Load]:
-    return (ld for ld in loads(e) if ld.space is ir.Space.SHARED)
-
-
-def frag_uses(stmts: tuple[ir.Stmt, ...]
-              ) -> tuple[frozenset[str], frozenset[str], Span | None]:
-    """The fragments whose registers the statements read (`acc[r]`) and write
-    (`acc[r] = v`), nested statements included, and where the first such access is."""
-    reads: set[str] = set()
-    writes: set[str] = set()
-    first: Span | None = None
-    for s in statements(stmts):
-        for e in own_exprs(s):
-            for x in subexprs(e):
-                if isinstance(x, ir.FragLoad):
-                    reads.add(x.fragment)
-                    first = first or x.span
-        if isinstance(s, ir.FragStore):
-            writes.add(s.fragment)
-            first = first or s.span
-    return frozenset(reads), frozenset(writes), first
-
-
-def has_frag(stmts: tuple[ir.Stmt, ...]) -> bool:
-    reads, writes, _ = frag_uses(stmts)
-    return bool(reads or writes)
-
-
-def _frag_paths(stmts: tuple[ir.Stmt, ...], lets: Lets,
-                guards: list[tuple[Fn, Fn]]) -> bool:
-    """Do the statements reach every fragment use they contain unconditionally? Loops on
-    the way are added to `guards` (their bounds as functions of the environment of the
-    instruction: a bound that reads a loop variable of the statement itself cannot be
-    evaluated there and makes the use uncertain); a condition makes it uncertain."""
-    certain = True
-    for s in stmts:
-        if isinstance(s, ir.Let):
-            lets = lets.bind(s.uid, s.value)
-        if not has_frag((s,)):
-            continue
-        if isinstance(s, ir.If):
-            certain = False
-        elif isinstance(s, ir.For):
-            inner = {f"loop:{x.var.uid}" for x in statements((s,)) if isinstance(x, ir.For)}
-            fv = free_vars(s.lo, lets) | free_vars(s.hi, lets)
-            if fv & ({"thread", "data"} | inner):
-                certain = False
-            else:
-                guards.append((compile_expr(s.lo, lets), compile_expr(s.hi, lets)))
-            certain = _frag_paths(s.body, lets, guards) and certain
-        elif isinstance(s, ir.Role):
-            certain = _frag_paths(s.body, lets, guards) and certain
-    return certain
-
-
-def _mma_chain(s: ir.For, lets: Lets) -> tuple[list[tuple[ir.For, Lets]], ir.Wgmma, Lets] | None:
-    """A nest of loops around one wgmma and nothing else but `let`s (the k-steps of one
-    stage): (the loops with the lets in scope at each, the wgmma, the lets at it)."""
-    loops = [(s, lets)]
-    body = s.body
-    while True:
-        inner_lets = loops[-1][1]
-        rest = []
-        for x in body:
-            if isinstance(x, ir.Let):
-                if has_shared((x,)) or has_frag((x,)):
-                    return None
-                inner_lets = inner_lets.bind(x.uid, x.value)
-            else:
-                rest.append(x)
-        if len(rest) != 1:
-            return None
-        (x,) = rest
-        if isinstance(x, ir.Wgmma):
-            return loops, x, inner_lets
-        if not isinstance(x, ir.For):
-            return None
-        loops.append((x, inner_lets))
-        body = x.body
-
-
-def has_shared(stmts: tuple[ir.Stmt, ...]) -> bool:
-    for s in statements(stmts):
-        if isinstance(s, ir.Store) and s.space is ir.Space.SHARED:
-            return True
-        if any(True for e in own_exprs(s) for _ in shared_loads(e)):
-            return True
-    return False
-
 
 # ---- thread classes ---------------------------------------------------------------------------
 
@@ -461,7 +236,10 @@ def build_model(kernel: ir.Kernel, ownership: bool) -> Model:
     return Model(kernel, classes, tuple(agents), instances, ownership, tuple(sym), all_lets)
 
 
-class _Compiler:
+class _Compiler(SyncCompiler):
+    """One class's program: control flow, accesses and fragment uses here, the
+    synchronising statements in event_sync.SyncCompiler."""
+
     def __init__(self, kernel: ir.Kernel, cls: ThreadClass, ownership: bool,
                  classes: tuple[ThreadClass, ...]) -> None:
         self.k = kernel
@@ -618,179 +396,6 @@ class _Compiler:
             nodes = _loads_nodes(s.cond, lets, self.k)
             exprs = tuple(i for ld in shared_loads(s.cond) for i in ld.indices)
             self.emit(Access(s, ctx, access=nodes, lets=lets, sync_exprs=exprs))
-
-    # -- synchronisation ---------------------------------------------------------------------
-
-    def bar_index(self, ref: ir.BarrierRef, lets: Lets) -> tuple[Fn | None, tuple[ir.Expr, ...]]:
-        if ref.index is None:
-            return None, ()
-        self.require_uniform(ref.index, lets, "a barrier index")
-        return compile_expr(ref.index, lets), (ref.index,)
-
-    def require_uniform(self, e: ir.Expr, lets: Lets, what: str) -> None:
-        """Synchronising operands must be the same for every thread of the class."""
-        fv = free_vars(e, lets)
-        if "data" in fv or "block" in fv:
-            raise Unsupported(f"{what} must not depend on memory or the block index", e.span)
-        if "thread" in fv:
-            vals = np.asarray(compile_expr(e, lets)({"thread": np.array(self.cls.threads)}))
-            if fv != {"thread"} or (vals != vals.flat[0]).any():
-                raise Unsupported(f"{what} differs between the threads of class "
-                                  f"{self.cls.name}", e.span)
-
-    def sync_stmt(self, s: ir.Stmt, ctx: tuple[LoopCtx, ...], lets: Lets,
-                  role: ir.Role | None) -> None:
-        n = self.cls.size
-        if isinstance(s, ir.Init):
-            idx, ex = self.bar_index(s.barrier, lets)
-            self.emit(Init(s, ctx, bar=s.barrier.name, idx=idx, count=n,
-                            sync_exprs=ex, lets=lets))
-        elif isinstance(s, ir.Fence):
-            fence = FenceInit if s.kind is ir.FenceKind.MBARRIER_INIT else FenceProxy
-            self.emit(fence(s, ctx, lets=lets))
-        elif isinstance(s, ir.Sync):
-            self.emit(Sync(s, ctx, lets=lets))
-        elif isinstance(s, ir.Wait):
-            idx, ex = self.bar_index(s.barrier, lets)
-            self.require_uniform(s.parity, lets, "a wait parity")
-            self.emit(Wait(s, ctx, bar=s.barrier.name, idx=idx,
-                            parity=compile_expr(s.parity, lets), sync_exprs=ex + (s.parity,),
-                            lets=lets))
-        elif isinstance(s, ir.Arrive):
-            idx, ex = self.bar_index(s.barrier, lets)
-            tx = None
-            if s.tx_bytes is not None:
-                self.require_uniform(s.tx_bytes, lets, "an expect_tx byte count")
-                tx = compile_expr(s.tx_bytes, lets)
-                ex = ex + (s.tx_bytes,)
-            count, group = self.arrivals(s, role)
-            self.emit(Arrive(s, ctx, bar=s.barrier.name, idx=idx, count=count, tx=tx,
-                            per_warp=s.mode is ir.ArriveMode.PER_WARP, group=group,
-                            sync_exprs=ex, lets=lets))
-        elif isinstance(s, ir.ExpectTx):
-            idx, ex = self.bar_index(s.barrier, lets)
-            self.require_uniform(s.nbytes, lets, "an expect_tx byte count")
-            self.emit(ExpectTx(s, ctx, bar=s.barrier.name, idx=idx, count=n,
-                            tx=compile_expr(s.nbytes, lets), sync_exprs=ex + (s.nbytes,),
-                            lets=lets))
-        elif isinstance(s, ir.TmaLoad):
-            idx, ex = self.bar_index(s.barrier, lets)
-            prefix, pex = self.prefix(s.dst, lets)
-            self.emit(TmaLoad(s, ctx, bar=s.barrier.name, idx=idx, count=n,
-                            nbytes=s.nbytes, buffer=s.dst.buffer, prefix=prefix,
-                            sync_exprs=ex + pex, lets=lets))
-        elif isinstance(s, ir.TmaStore):
-            prefix, pex = self.prefix(s.src, lets)
-            self.emit(TmaStore(s, ctx, count=n, nbytes=s.nbytes, buffer=s.src.buffer,
-                            prefix=prefix, sync_exprs=pex, lets=lets))
-        elif isinstance(s, ir.CommitGroup):
-            self.emit(Commit(s, ctx, lets=lets))
-        elif isinstance(s, ir.WaitGroup):
-            self.emit(WaitGroup(s, ctx, pending=s.pending, lets=lets))
-        elif isinstance(s, ir.Wgmma):
-            self.wgmma(s, s, [], ctx, lets, role)
-        elif isinstance(s, ir.WgmmaFence):
-            self.emit(WgmmaFence(s, ctx, lets=lets))
-        elif isinstance(s, ir.WgmmaCommit):
-            self.emit(WgmmaCommit(s, ctx, lets=lets))
-        elif isinstance(s, ir.WgmmaWait):
-            self.emit(WgmmaWait(s, ctx, pending=s.pending, lets=lets))
-        elif isinstance(s, ir.NamedBar):
-            # bar_sync = arrive, then wait until the phase it arrived in completes
-            # (semantics/temporal/explore/ops/named.py); bar_arrive = the arrive alone.
-            self.emit(NamedArrive(s, ctx, count=n, named=s.bar_id, ncount=s.count,
-                            lets=lets))
-            if not s.arrive:
-                self.emit(NamedWait(s, ctx, count=n, named=s.bar_id, ncount=s.count,
-                                lets=lets))
-
-    def wgmma(self, w: ir.Wgmma, at: ir.Stmt, loops: list[tuple[ir.For, Lets]],
-              ctx: tuple[LoopCtx, ...], lets: Lets, role: ir.Role | None) -> None:
-        """One instruction for the wgmma `w` (and the loops `loops` around it, collapsed:
-        `at` is then the outermost loop). Tile origins may differ between the warpgroups of
-        a class (they are evaluated for every thread); within a warpgroup they are one
-        (TS531, checker mma)."""
-        inner = []
-        exprs: list[ir.Expr] = []
-        for lp, llets in loops:
-            for bound in (lp.lo, lp.hi):
-                if free_vars(bound, llets) & {"thread", "block", "data"}:
-                    raise Unsupported("a loop of wgmmas must have bounds uniform over the "
-                                      "block (no thread, block index or memory)", bound.span)
-                exprs.append(bound)
-            inner.append(InnerLoop(lp.var.uid, compile_expr(lp.lo, llets),
-                                   compile_expr(lp.hi, llets), lp.step))
-        tiles = []
-        for t in (w.a, w.b):
-            starts = []
-            for i in t.index:
-                if free_vars(i.start, lets) & {"block", "data"}:
-                    raise Unsupported("a wgmma tile origin must not depend on memory or the "
-                                      "block index", i.start.span)
-                starts.append(compile_expr(i.start, lets))
-                exprs.append(i.start)
-            tiles.append(MmaTileTerm(t.buffer, tuple(starts),
-                                     tuple(1 if i.extent is None else i.extent
-                                           for i in t.index)))
-        self.emit(Wgmma(at, ctx, fragment=w.acc, tiles=tuple(tiles), inner=tuple(inner),
-                        group=self.mma_group(role), where=w.span, sync_exprs=tuple(exprs),
-                        lets=lets))
-
-    def mma_group(self, role: ir.Role | None) -> tuple[int, ...]:
-        """The classes whose threads share a warpgroup (of the role) with this class,
-        transitively: the 128 threads of a warpgroup issue its MMA together."""
-        lo = role.threads.lo if role is not None else 0
-        hi = role.threads.hi if role is not None else self.k.block
-        if role is not None and role.elect_one:
-            hi = lo + 1
-
-        def groups_of(c: ThreadClass) -> set[int]:
-            return {t // WARPGROUP for t in c.threads if lo <= t < hi}
-
-        group = {self.cls.index}
-        frontier = groups_of(self.cls)
-        seen: set[int] = set()
-        while frontier:
-            w = frontier.pop()
-            seen.add(w)
-            for c in self.classes:
-                wc = groups_of(c)
-                if w in wc and c.index not in group:
-                    group.add(c.index)
-                    frontier |= wc - seen
-        return tuple(sorted(group))
-
-    def prefix(self, sl: ir.BufferSlice, lets: Lets) -> tuple[tuple[Fn, ...], tuple[ir.Expr, ...]]:
-        for p in sl.prefix:
-            self.require_uniform(p, lets, "a TMA slice index")
-        return tuple(compile_expr(p, lets) for p in sl.prefix), sl.prefix
-
-    def arrivals(self, s: ir.Arrive, role: ir.Role | None) -> tuple[int, tuple[int, ...]]:
-        """Arrivals this class makes, and (per warp) the classes whose lanes converge."""
-        lo = role.threads.lo if role is not None else 0
-        hi = role.threads.hi if role is not None else self.k.block
-        if role is not None and role.elect_one:
-            hi = lo + 1
-        if s.mode is ir.ArriveMode.EACH:
-            return self.cls.size, ()
-        if s.mode is ir.ArriveMode.ONE:
-            return (1 if lo in self.members else 0), ()
-        warps = {t // 32 for t in self.cls.threads if lo <= t < hi}
-        leaders = {max(lo, 32 * w) for w in warps}
-        # Classes that share a warp with this one (transitively) converge together.
-        group = {self.cls.index}
-        frontier = set(warps)
-        seen_w: set[int] = set()
-        while frontier:
-            w = frontier.pop()
-            seen_w.add(w)
-            for c in self.classes:
-                if any(32 * w <= t < 32 * w + 32 and lo <= t < hi for t in c.threads):
-                    if c.index not in group:
-                        group.add(c.index)
-                        frontier |= {t // 32 for t in c.threads if lo <= t < hi} - seen_w
-        return len(leaders & self.members), tuple(sorted(group))
-
 
 # ---- access footprints ------------------------------------------------------------------------
 
