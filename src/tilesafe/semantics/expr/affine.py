@@ -229,6 +229,15 @@ class CondSets:
                         self.dropped)
 
 
+def value_range(pa: isl.PwAff) -> tuple[isl.Val, isl.Val]:
+    """(min, max) of an integer term over its domain. Why floor first: under an equality
+    of the `where` clause (`N == B * 256`) ISL may write an integer term with a rational
+    coefficient (`B` as `N / 256`), which isl_pw_aff_min_val refuses; the term is an
+    integer at every point, so its floor is the same function in integer form."""
+    pa = pa.floor()
+    return pa.min_val(), pa.max_val()
+
+
 def exact_set(s: isl.Set) -> CondSets:
     return CondSets(s, s)
 

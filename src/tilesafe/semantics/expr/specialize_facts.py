@@ -25,6 +25,7 @@ from tilesafe.semantics.expr.affine import (
     constant,
     make_space,
     term,
+    value_range,
 )
 
 _ISL_WORDS = frozenset({"and", "or", "not", "mod", "floor", "ceil", "min", "max", "exists"})
@@ -68,7 +69,7 @@ class SizeFacts:
             pa = term(e, env).intersect_params(self.params)
         except NotAffine:
             return None
-        lo, hi = pa.min_val(), pa.max_val()
+        lo, hi = value_range(pa)
         if not (lo.is_int() and hi.is_int()) or lo.to_python() != hi.to_python():
             return None
         return int(lo.to_python())
