@@ -24,6 +24,11 @@ from tilesafe import __version__
 from tilesafe.frontend.diagnostics import Diagnostic, DiagnosticError, render
 from tilesafe.frontend.span import Span
 
+# The value checker's inputs `run --inputs` replays (semantics/value/spec_inputs.RUN_KINDS; kept
+# here so that parsing the command line imports no numpy; a test keeps the two equal).
+VALUE_INPUTS = ("distinct", "integers", "special", "special-integers", "wide", "edges",
+                "edges-integers")
+
 OK, FAILED, USAGE, INTERNAL = 0, 1, 2, 3
 
 
@@ -171,7 +176,7 @@ def _cmd_run(args: argparse.Namespace, out: _Out) -> int:
     try:
         if args.device == "gpu":
             if args.inputs != "random":
-                raise _Usage("--inputs distinct runs on the interpreter only")
+                raise _Usage(f"--inputs {args.inputs} runs on the interpreter only")
             if args.target not in (None, "sm_90a"):
                 raise _Usage(f"--device gpu runs PTX on an NVIDIA GPU; {args.target} HIP "
                              "runs through tests/gpu/build_hip_cases.py (docs/codegen.md)")
@@ -719,9 +724,13 @@ def _parser() -> argparse.ArgumentParser:
                           "threads as numpy operations: fast), random (seeded uniform, thread "
                           "by thread) or pct (adversarial priorities); default lockstep")
     run.add_argument("--out", metavar="FILE.npz", help="save inputs and outputs here")
-    run.add_argument("--inputs", choices=("random", "distinct"), default="random",
-                     help="random (default), or pairwise distinct float inputs: those "
-                          "`equiv` and the value checker run on, to replay their launches")
+    run.add_argument("--inputs", choices=("random", *VALUE_INPUTS), default="random",
+                     help="random (default), or the inputs `equiv` and the value checker "
+                          "run on, to replay their launches: distinct (pairwise distinct "
+                          "floats), integers (small integers), special / special-integers "
+                          "(with inf, NaN, zeros, extremes), wide (integers whose sums "
+                          "overflow f16), edges / edges-integers (a special value, picked "
+                          "by the seed, at every corner of every input)")
     _add_format(run, ("text", "json"))
     _add_target(run)
     run.add_argument("--device", choices=("interp", "gpu"), default="interp",

@@ -11,7 +11,9 @@ what the spec asks for). The stages go from cheap and likely to broad:
    blocks, a ragged one) with plain inputs;
 3. the same launches with special IEEE values (inf, NaN, zeros, subnormals, extremes) and with
    wide integers whose sums overflow f16: bugs that only show on such data (an `x * 0.0`
-   term, an f16 accumulator against an f32 sum);
+   term, an f16 accumulator against an f32 sum); then the cheapest launches with one special
+   value at every corner of every input, one launch per special value (a spec term at a
+   fixed index, `x[N - 1] * 0.0`, reads a corner);
 4. further launches: equal sizes (a transposition agrees with a copy only when the sizes
    differ ... or the other way round), distinct ragged sizes, then the cheapest not tried.
 
@@ -34,6 +36,7 @@ from tilesafe.semantics.value.spec_inputs import (
     Profile,
     _cost,
     choose_sizes,
+    edge_specials,
     more_sizes,
 )
 
@@ -57,23 +60,27 @@ def search(kernel: ir.Kernel, specs: Sequence[ir.Ensures],
     outcomes = [Outcome() for _ in specs]
     first = [_launchable(kernel, p) for p in (points or {}).values()]
     standard = choose_sizes(kernel)
-    stages: list[tuple[list[Sizes], Profile]] = [
-        ([s for s in first if s is not None], Profile.PLAIN),
-        (standard, Profile.PLAIN),
-        (standard, Profile.SPECIAL),
-        (standard, Profile.WIDE),
-        (more_sizes(kernel, standard), Profile.PLAIN),
+    corner_values = len(edge_specials(ir.DType.F32, spec_run.exact_inputs(kernel)))
+    edges = [(standard[:2], Profile.EDGES, seed) for seed in range(corner_values)]
+    stages: list[tuple[list[Sizes], Profile, int]] = [
+        ([s for s in first if s is not None], Profile.PLAIN, 0),
+        (standard, Profile.PLAIN, 0),
+        (standard, Profile.SPECIAL, 0),
+        (standard, Profile.WIDE, 0),
+        *edges,
+        (more_sizes(kernel, standard), Profile.PLAIN, 0),
     ]
-    for sizes_list, profile in stages:
+    for sizes_list, profile, seed in stages:
         open_ = [i for i, o in enumerate(outcomes) if o.mismatch is None]
         if not open_ or not sizes_list:
             continue
-        results = spec_run.check(kernel, _unique(sizes_list), specs=tuple(specs[i] for i in open_),
-                                 profile=profile)
+        results = spec_run.check(kernel, _unique(sizes_list), seed=seed,
+                                 specs=tuple(specs[i] for i in open_), profile=profile)
         for i, run in zip(open_, results, strict=True):
             o = outcomes[i]
             o.mismatch = run.mismatch
-            o.agreed += [{"sizes": dict(s), "inputs": profile.value} for s in run.runs
+            o.agreed += [{"sizes": dict(s), "inputs": profile.value, "seed": seed}
+                         for s in run.runs
                          if run.mismatch is None or dict(s) != run.mismatch.sizes]
             o.skipped += list(run.skipped)
     return outcomes
