@@ -853,7 +853,7 @@ def _cmd_equiv(args: argparse.Namespace, out: _Out) -> int:
     res = equiv.check(kernels[0], kernels[1], seed=args.seed)
     d = res.difference
     replay = [] if d is None else [
-        _replay_command(path, d.sizes, d.seed, args.kernel, f"equiv_{side}.npz")
+        _replay_command(path, d.sizes, d.seed, args.kernel, f"equiv_{side}.npz", d.inputs)
         for path, side in ((args.a, "a"), (args.b, "b"))]
     if args.format == "json":
         out.json({"kind": "equiv", "a": args.a, "b": args.b, "verdict": res.verdict,
@@ -862,7 +862,7 @@ def _cmd_equiv(args: argparse.Namespace, out: _Out) -> int:
                   "difference": None if d is None else {
                       "sizes": d.sizes, "seed": d.seed, "tensor": d.tensor,
                       "element": list(d.element), "a": d.a, "b": d.b,
-                      "mismatches": d.mismatches, "replay": replay}})
+                      "mismatches": d.mismatches, "inputs": d.inputs, "replay": replay}})
     else:
         out.line(f"{args.a} vs {args.b}: {res.verdict} — {res.reason}")
         if d is not None:
@@ -876,13 +876,13 @@ def _cmd_equiv(args: argparse.Namespace, out: _Out) -> int:
 
 
 def _replay_command(path: str, sizes: dict[str, int], seed: int, kernel: str | None,
-                    npz: str) -> str:
-    """The `tilesafe run` command that interprets `path` on the inputs `equiv` used (the
-    distinct-valued ones of `seed`): the two of a refutation differ at its element."""
+                    npz: str, inputs: str = "distinct") -> str:
+    """The `tilesafe run` command that interprets `path` on the inputs `equiv` used (of
+    kind `inputs`, from `seed`): the two of a refutation differ at its element."""
     import shlex
 
     words = ["tilesafe", "run", path, "--size", ",".join(f"{k}={v}" for k, v in sizes.items()),
-             "--seed", str(seed), "--inputs", "distinct", "--out", npz]
+             "--seed", str(seed), "--inputs", inputs, "--out", npz]
     if kernel:
         words += ["--kernel", kernel]
     return shlex.join(words)

@@ -38,6 +38,30 @@ from tilesafe.semantics.value.value_terms import (
 )
 
 _COMMUTATIVE = ("f32.add", "f32.mul", "int.add", "int.mul")
+_ONE, _PLUS_ZERO, _MINUS_ZERO = 0x3F800000, 0x00000000, 0x80000000
+
+
+def _identity(t: Term) -> Term:
+    """`t` without an operation that returns its operand for every f32 operand under
+    round-to-nearest (NaN stays NaN; payloads are not modelled): x * 1.0, 1.0 * x, x / 1.0,
+    x - (+0.0), x + (-0.0), (-0.0) + x. (x + (+0.0) is not one: -0 + +0 = +0.) A spec that
+    says `src[i, j] * 1.0` is right, and proved, for a kernel that copies."""
+    while isinstance(t, Op) and len(t.args) == 2:
+        a, b = t.args
+        one = [isinstance(x, Lit) and x.bits == _ONE for x in (a, b)]
+        if t.name == "f32.mul" and (one[0] or one[1]):
+            t = b if one[0] else a
+        elif t.name == "f32.div" and one[1]:
+            t = a
+        elif t.name == "f32.sub" and isinstance(b, Lit) and b.bits == _PLUS_ZERO:
+            t = a
+        elif t.name == "f32.add" and isinstance(b, Lit) and b.bits == _MINUS_ZERO:
+            t = a
+        elif t.name == "f32.add" and isinstance(a, Lit) and a.bits == _MINUS_ZERO:
+            t = b
+        else:
+            break
+    return t
 
 
 class Compare:
@@ -91,6 +115,10 @@ class Compare:
         if isinstance(s, Ite):
             self.equal(k, s.then, ctx & self.s.cond(s.cond, s.inst), top)
             self.equal(k, s.orelse, ctx & self.s.cond(_neg(s.cond), s.inst), top)
+            return
+        k2, s2 = _identity(k), _identity(s)
+        if k2 is not k or s2 is not s:
+            self.equal(k2, s2, ctx, top)
             return
         if top and isinstance(k, Round) and k.dtype is self.out_dtype:
             self.equal(k.arg, s, ctx, top)
