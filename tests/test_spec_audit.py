@@ -68,6 +68,8 @@ WRONG = [
     ("batched_copy", "== src[b, i, j]", "== src[b, i, j] + src[b, i, j] * 0.0"),  # NaN at inf
     ("row_reduce", "sum(j in 0 .. N: x[i, j])", "sum(j in 0 .. N - 1: x[i, j])"),  # one short
     ("elementwise", "a[0] * x[i] + y[i]", "a[0] * x[i] + y[i] + x[N - 1] * 0.0"),  # a corner
+    # -0 in a kernel whose other clause has a sum (so its inputs are integers, without -0)
+    ("ragged_tma", "== src[i, j] * 2.0", "== src[i, j] * 2.0 + 0.0"),
 ]
 
 

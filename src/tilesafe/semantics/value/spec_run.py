@@ -105,19 +105,20 @@ class ValueCheck:
 
 def check(kernel: ir.Kernel, sizes_list: list[dict[str, int]] | None = None,
           seed: int = 0, specs: tuple[ir.Ensures, ...] | None = None,
-          profile: Profile = Profile.PLAIN) -> list[ValueCheck]:
+          profile: Profile = Profile.PLAIN, exact: bool | None = None) -> list[ValueCheck]:
     """One ValueCheck per clause of `specs` (default: every `ensures` of `kernel`), from one
-    interpreter run per size with inputs of `profile`."""
+    interpreter run per size with inputs of `profile`; small integers when `exact` (by
+    default when some clause of the kernel has an order-free sum, `exact_inputs`)."""
     specs = kernel.ensures if specs is None else specs
     if not specs:
         return []
+    exact = exact_inputs(kernel) if exact is None else exact
     with np.errstate(all="ignore"):  # special inputs: inf * 0 is NaN, not a warning
-        return _check(kernel, sizes_list, seed, specs, profile)
+        return _check(kernel, sizes_list, seed, specs, profile, exact)
 
 
 def _check(kernel: ir.Kernel, sizes_list: list[dict[str, int]] | None, seed: int,
-           specs: tuple[ir.Ensures, ...], profile: Profile) -> list[ValueCheck]:
-    exact = exact_inputs(kernel)
+           specs: tuple[ir.Ensures, ...], profile: Profile, exact: bool) -> list[ValueCheck]:
     runs: list[list[dict[str, int]]] = [[] for _ in specs]
     skipped: list[list[str]] = [[] for _ in specs]
     found: list[Mismatch | None] = [None for _ in specs]
