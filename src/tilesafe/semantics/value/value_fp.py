@@ -1,0 +1,155 @@
+"""Equality of two pointwise value terms as IEEE arithmetic, decided by z3's floating-point
+theory: `src * 2.0` and `src + src`, `max(x, 0.0)` and `max(0.0, x)`, a kernel and a spec that
+compute the same bits by different operations.
+
+Why: the value proof compares terms operator by operator (semantics/value/value_compare.py),
+which is exact but only sees the identities it was told. A right spec spelled otherwise than
+the kernel computes failed verification (TS890, an error). When both terms are *pointwise* --
+operations of semantics/expr/evaluate.py over input elements and constants, no sums, no
+unresolved shared reads -- the question "equal bits for every input value" is a quantifier-
+free formula over IEEE binary32 numbers, which z3 decides exactly.
+
+The encoding, so that it means what the interpreter computes:
+
+* each input element read (a `Glob`) is a variable of its tensor's format (f16, bf16, f32),
+  widened to f32 exactly; two reads are one variable when ISL proves their indices equal on
+  the instances compared, else two independent variables -- sound for a proof, since
+  independent values include equal ones (and such a query never refutes: failing is only
+  "not proved");
+* + - * / round to nearest even (PTX `.rn`, subnormals kept); min/max are PTX's (a NaN
+  operand yields the other, -0 below +0: fp.fmin / fp.fmax written out, since SMT-LIB
+  leaves max(-0, +0) open); a store into f16/bf16 rounds to nearest even;
+* equal means equal bits, every NaN equal to every NaN (payloads are not modelled), so
+  +0 and -0 differ.
+
+z3 runs under a time limit; past it the answer is "not proved", never "equal".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import islpy as isl
+import z3
+
+from tilesafe.frontend import ir
+from tilesafe.semantics.value.value_space import ValueSpace
+from tilesafe.semantics.value.value_terms import Glob, Lit, Op, Round, Term, walk
+
+TIMEOUT_MS = 2000
+_F32 = z3.Float32()
+_SORTS = {ir.DType.F32: _F32, ir.DType.F16: z3.Float16(), ir.DType.BF16: z3.FPSort(8, 8)}
+_RNE = z3.RNE()
+_BINARY: dict[str, Callable[[z3.FPRef, z3.FPRef], z3.FPRef]] = {
+    "f32.add": lambda a, b: z3.fpAdd(_RNE, a, b),
+    "f32.sub": lambda a, b: z3.fpSub(_RNE, a, b),
+    "f32.mul": lambda a, b: z3.fpMul(_RNE, a, b),
+    "f32.div": lambda a, b: z3.fpDiv(_RNE, a, b),
+}
+
+
+class _Unsupported(Exception):
+    """A term outside the pointwise fragment."""
+
+
+def pointwise(t: Term) -> bool:
+    """Only operations, input elements and constants this module encodes."""
+    return all(isinstance(x, (Glob, Lit, Round))
+               or (isinstance(x, Op) and (x.name in _BINARY or x.name in _UNARY))
+               for x in walk(t))
+
+
+def equal(space: ValueSpace, kernel: ir.Kernel, k: Term, s: Term, ctx: isl.Set,
+          out_dtype: ir.DType | None = None) -> bool:
+    """Do k and s have equal bits (NaN = NaN) for every value of the input elements they
+    read, on the instances of ctx? With `out_dtype` (f16/bf16), compared after the store's
+    rounding. False also when it cannot tell (outside the fragment, z3's time limit)."""
+    if not (pointwise(k) and pointwise(s)):
+        return False
+    enc = _Encoder(space, kernel, ctx)
+    try:
+        a, b = enc.term(k), enc.term(s)
+    except _Unsupported:
+        return False
+    if out_dtype in (ir.DType.F16, ir.DType.BF16):
+        a, b = _round(a, out_dtype), _round(b, out_dtype)
+    solver = z3.Solver()
+    solver.set("timeout", TIMEOUT_MS)
+    solver.add(z3.Not(same_bits(a, b)))
+    return solver.check() == z3.unsat
+
+
+def same_bits(a: z3.FPRef, b: z3.FPRef) -> z3.BoolRef:
+    """Bit equality of two f32 values with every NaN equal to every NaN."""
+    return z3.Or(z3.And(z3.fpIsNaN(a), z3.fpIsNaN(b)),
+                 z3.And(z3.fpEQ(a, b), z3.fpIsNegative(a) == z3.fpIsNegative(b)))
+
+
+def fmin(a: z3.FPRef, b: z3.FPRef) -> z3.FPRef:
+    """fp.fmin: a NaN operand yields the other operand; -0 below +0."""
+    return z3.If(z3.fpIsNaN(a), b, z3.If(z3.fpIsNaN(b), a, z3.If(
+        z3.fpEQ(a, b), z3.If(z3.fpIsNegative(a), a, b), z3.If(z3.fpLT(a, b), a, b))))
+
+
+def fmax(a: z3.FPRef, b: z3.FPRef) -> z3.FPRef:
+    """fp.fmax: a NaN operand yields the other operand; +0 above -0."""
+    return z3.If(z3.fpIsNaN(a), b, z3.If(z3.fpIsNaN(b), a, z3.If(
+        z3.fpEQ(a, b), z3.If(z3.fpIsNegative(a), b, a), z3.If(z3.fpGT(a, b), a, b))))
+
+
+_UNARY: dict[str, Callable[[z3.FPRef], z3.FPRef]] = {
+    "f32.neg": z3.fpNeg,
+    "f32.abs": z3.fpAbs,
+}
+_MINMAX = {"f32.min": fmin, "f32.max": fmax}
+_BINARY.update(_MINMAX)
+
+
+def _round(a: z3.FPRef, dtype: ir.DType) -> z3.FPRef:
+    """Round an f32 to f16/bf16 (nearest even) and widen it back, as a store does."""
+    return z3.fpFPToFP(_RNE, z3.fpFPToFP(_RNE, a, _SORTS[dtype]), _F32)
+
+
+class _Encoder:
+    def __init__(self, space: ValueSpace, kernel: ir.Kernel, ctx: isl.Set) -> None:
+        self.space, self.kernel, self.ctx = space, kernel, ctx
+        self.leaves: list[tuple[Glob, z3.FPRef]] = []
+
+    def term(self, t: Term) -> z3.FPRef:
+        if isinstance(t, Lit):
+            return z3.fpBVToFP(z3.BitVecVal(t.bits, 32), _F32)
+        if isinstance(t, Glob):
+            return self.leaf(t)
+        if isinstance(t, Round):
+            if t.dtype not in (ir.DType.F16, ir.DType.BF16):
+                raise _Unsupported(t.dtype.value)
+            return _round(self.term(t.arg), t.dtype)
+        if isinstance(t, Op):
+            args = [self.term(a) for a in t.args]
+            if t.name in _UNARY and len(args) == 1:
+                return _UNARY[t.name](args[0])
+            if t.name in _BINARY and len(args) == 2:
+                return _BINARY[t.name](args[0], args[1])
+        raise _Unsupported(type(t).__name__)
+
+    def leaf(self, g: Glob) -> z3.FPRef:
+        for other, var in self.leaves:
+            if self.same_element(g, other):
+                return var
+        dtype = self.kernel.tensor(g.tensor).dtype
+        if dtype not in _SORTS:
+            raise _Unsupported(f"an element of {dtype.value} tensor {g.tensor}")
+        raw = z3.FP(f"{g.tensor}_{len(self.leaves)}", _SORTS[dtype])
+        var = raw if dtype is ir.DType.F32 else z3.fpFPToFP(_RNE, raw, _F32)  # exact
+        self.leaves.append((g, var))
+        return var
+
+    def same_element(self, a: Glob, b: Glob) -> bool:
+        """ISL: the two reads name the same element on every instance of ctx."""
+        if a.tensor != b.tensor or len(a.indices) != len(b.indices):
+            return False
+        for x, y in zip(a.indices, b.indices, strict=True):
+            differ = self.ctx & self.space.term(x, a.inst).ne_set(self.space.term(y, b.inst))
+            if not differ.is_empty():
+                return False
+        return True
