@@ -176,3 +176,47 @@ def test_rewritten_expressions_against_the_interpreter(t, which: int, dt: str):
         for seed in seeds:
             (run,) = spec_run.check(k, [{"N": 33}], seed=seed, profile=profile)
             assert run.mismatch is None, (body, spec, dt, run.mismatch.describe())
+
+
+# ---- values chosen by a condition on data (value_exec.py: select) ----------------------------
+
+BRANCH = """kernel k(x: in global f32[N], y: out global f32[N])
+  where N > 0, N <= 1048576
+  grid ((N + 255) / 256) block 256
+  ensures y[i] == {spec}
+{{
+  let i = block.x * 256 + thread
+  if i < N {{
+{body}
+  }}
+}}
+"""
+STORES = """    if x[i] {cmp} 0.0 {{
+      y[i] = x[i]
+    }} else {{
+      y[i] = 0.0
+    }}"""
+VAR = """    var v: f32 = 0.0
+    if x[i] {cmp} 0 {{
+      v = x[i]
+    }}
+    y[i] = v"""
+
+
+@pytest.mark.parametrize("body", [STORES, VAR], ids=["stores", "var"])
+def test_relu_written_with_an_if_is_proved_against_max(body: str):
+    """x > 0 picks x, else 0.0: max(x, 0.0) exactly, NaN (-> 0.0) and -0 (-> +0) too."""
+    k = compile_source(BRANCH.format(spec="max(x[i], 0.0)", body=body.format(cmp=">")),
+                       "t.tsk").kernels[0]
+    (o,) = value.check(k, CheckOptions())
+    assert o.verdict is Verdict.PROVED, o.message
+
+
+@pytest.mark.parametrize("body", [STORES, VAR], ids=["stores", "var"])
+def test_relu_with_ge_is_refuted_at_minus_zero(body: str):
+    """x >= 0 picks -0 itself: not max(x, 0.0), which is +0 there."""
+    k = compile_source(BRANCH.format(spec="max(x[i], 0.0)", body=body.format(cmp=">=")),
+                       "t.tsk").kernels[0]
+    (o,) = value.check(k, CheckOptions())
+    assert o.verdict is Verdict.REFUTED and o.code == "TS802", o.message
+    assert o.counterexample["got"] == -0.0 and o.counterexample["want"] == 0.0

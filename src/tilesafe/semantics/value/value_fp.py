@@ -19,6 +19,9 @@ The encoding, so that it means what the interpreter computes:
 * + - * / round to nearest even (PTX `.rn`, subnormals kept); min/max are PTX's (a NaN
   operand yields the other, -0 below +0: fp.fmin / fp.fmax written out, since SMT-LIB
   leaves max(-0, +0) open); a store into f16/bf16 rounds to nearest even;
+* a value chosen by a condition on data (`select(c, a, b)`, value_exec.py: an `if x[i] >
+  0.0` whose branches store to one element or assign one variable) is z3's `If`, the
+  condition's comparisons ordered (false on NaN; `!=` true on NaN) as evaluate.py's;
 * equal means equal bits, every NaN equal to every NaN (payloads are not modelled), so
   +0 and -0 differ.
 
@@ -34,7 +37,7 @@ import z3
 
 from tilesafe.frontend import ir
 from tilesafe.semantics.value.value_space import ValueSpace
-from tilesafe.semantics.value.value_terms import Glob, Lit, Op, Round, Term, walk
+from tilesafe.semantics.value.value_terms import Glob, IntV, Lit, Op, Round, Term, walk
 
 TIMEOUT_MS = 2000
 _F32 = z3.Float32()
@@ -54,9 +57,16 @@ class _Unsupported(Exception):
 
 def pointwise(t: Term) -> bool:
     """Only operations, input elements and constants this module encodes."""
-    return all(isinstance(x, (Glob, Lit, Round))
-               or (isinstance(x, Op) and (x.name in _BINARY or x.name in _UNARY))
+    return all(isinstance(x, (Glob, Lit, Round)) or _constant(x)
+               or (isinstance(x, Op) and (x.name in _BINARY or x.name in _UNARY
+                                          or x.name in _LOGIC or x.name == SELECT
+                                          or (x.name == "cvt.f32" and _constant(x.args[0]))))
                for x in walk(t))
+
+
+def _constant(t: Term) -> bool:
+    """An integer constant (converted to f32 where a condition compares it with data)."""
+    return isinstance(t, IntV) and isinstance(t.expr, ir.IntConst)
 
 
 def equal(space: ValueSpace, kernel: ir.Kernel, k: Term, s: Term, ctx: isl.Set,
@@ -103,6 +113,14 @@ _UNARY: dict[str, Callable[[z3.FPRef], z3.FPRef]] = {
 }
 _MINMAX = {"f32.min": fmin, "f32.max": fmax}
 _BINARY.update(_MINMAX)
+SELECT = "select"  # value_exec.SELECT: a value chosen by a condition on data
+# Conditions on data (value_exec.ConditionTerms): ordered comparisons are false on NaN, !=
+# is true on NaN, as evaluate.py's numpy operations.
+_LOGIC: dict[str, Callable[..., z3.BoolRef]] = {
+    "f32.lt": z3.fpLT, "f32.le": z3.fpLEQ, "f32.gt": z3.fpGT, "f32.ge": z3.fpGEQ,
+    "f32.eq": z3.fpEQ, "f32.ne": lambda a, b: z3.Not(z3.fpEQ(a, b)),
+    "and": z3.And, "or": z3.Or, "not": z3.Not,
+}
 
 
 def _round(a: z3.FPRef, dtype: ir.DType) -> z3.FPRef:
@@ -115,7 +133,7 @@ class _Encoder:
         self.space, self.kernel, self.ctx = space, kernel, ctx
         self.leaves: list[tuple[Glob, z3.FPRef]] = []
 
-    def term(self, t: Term) -> z3.FPRef:
+    def term(self, t: Term) -> z3.ExprRef:
         if isinstance(t, Lit):
             return z3.fpBVToFP(z3.BitVecVal(t.bits, 32), _F32)
         if isinstance(t, Glob):
@@ -124,12 +142,21 @@ class _Encoder:
             if t.dtype not in (ir.DType.F16, ir.DType.BF16):
                 raise _Unsupported(t.dtype.value)
             return _round(self.term(t.arg), t.dtype)
+        if isinstance(t, Op) and t.name == "cvt.f32" and _constant(t.args[0]):
+            value = t.args[0].expr.value  # type: ignore[attr-defined]
+            if abs(value) > 1 << 24:
+                raise _Unsupported("an integer constant f32 does not hold exactly")
+            return z3.FPVal(float(value), _F32)
         if isinstance(t, Op):
             args = [self.term(a) for a in t.args]
             if t.name in _UNARY and len(args) == 1:
                 return _UNARY[t.name](args[0])
             if t.name in _BINARY and len(args) == 2:
                 return _BINARY[t.name](args[0], args[1])
+            if t.name in _LOGIC:
+                return _LOGIC[t.name](*args)
+            if t.name == SELECT and len(args) == 3:
+                return z3.If(args[0], args[1], args[2])
         raise _Unsupported(type(t).__name__)
 
     def leaf(self, g: Glob) -> z3.FPRef:
