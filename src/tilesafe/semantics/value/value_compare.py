@@ -191,30 +191,8 @@ class Compare:
     def ieee_equal(self, k: Term, s: Term, ctx: isl.Set, top: bool) -> bool:
         """Two pointwise terms with the same bits for every input value, decided as IEEE
         arithmetic (semantics/value/value_fp.py: `x * 2.0` and `x + x`); at the top, after
-        the output's rounding. A case split below an operation (a TMA load's in-bounds
-        test, a resolved shared read) is lifted first: each case on its own instances."""
-        if ctx.is_empty():
-            return True
-        case = _first_case(k) or _first_case(s)
-        if case is None:
-            return value_fp.equal(self.s, self.s.k, k, s, ctx,
-                                  self.out_dtype if top else None)
-        try:
-            if isinstance(case, Ite):
-                c = self.s.cond(case.cond, case.inst)
-                neg = self.s.cond(_neg(case.cond), case.inst)
-                return all(self.ieee_equal(_substitute(k, case, v), _substitute(s, case, v),
-                                           part, top)
-                           for part, v in ((ctx & c, case.then), (ctx & neg, case.orelse)))
-            assert isinstance(case, Choice)
-            for link, v in case.options:
-                with self.fixed(link.writer):
-                    if not self.ieee_equal(_substitute(k, case, v), _substitute(s, case, v),
-                                           ctx & self.s.link(link), top):
-                        return False
-            return True
-        except (NotProved, isl.Error):
-            return False
+        the output's rounding."""
+        return value_fp.equal_by_cases(self, k, s, ctx, self.out_dtype if top else None)
 
     # ---- sums ------------------------------------------------------------------------------
 
@@ -466,28 +444,6 @@ def _exact_in(t: Term, dtype: ir.DType, kernel: ir.Kernel) -> bool:
     if isinstance(t, Round):
         return t.dtype is dtype
     return False
-
-
-def _first_case(t: Term) -> Ite | Choice | None:
-    """An Ite or Choice below the pointwise operations of t (Op, Round), if any."""
-    if isinstance(t, (Ite, Choice)):
-        return t
-    if isinstance(t, Op):
-        return next((c for c in map(_first_case, t.args) if c is not None), None)
-    if isinstance(t, Round):
-        return _first_case(t.arg)
-    return None
-
-
-def _substitute(t: Term, old: Term, new: Term) -> Term:
-    """t with the node `old` (by identity, below Op and Round) replaced by `new`."""
-    if t is old:
-        return new
-    if isinstance(t, Op):
-        return Op(t.name, tuple(_substitute(a, old, new) for a in t.args))
-    if isinstance(t, Round):
-        return Round(t.dtype, _substitute(t.arg, old, new))
-    return t
 
 
 def _neg(e: ir.Expr) -> ir.Expr:

@@ -31,13 +31,24 @@ z3 runs under a time limit; past it the answer is "not proved", never "equal".
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import islpy as isl
 import z3
 
 from tilesafe.frontend import ir
-from tilesafe.semantics.value.value_space import ValueSpace
-from tilesafe.semantics.value.value_terms import Glob, IntV, Lit, Op, Round, Term, walk
+from tilesafe.semantics.value.value_space import NotProved, ValueSpace
+from tilesafe.semantics.value.value_terms import (
+    Choice,
+    Glob,
+    IntV,
+    Ite,
+    Lit,
+    Op,
+    Round,
+    Term,
+    walk,
+)
 
 TIMEOUT_MS = 2000
 _F32 = z3.Float32()
@@ -87,6 +98,56 @@ def equal(space: ValueSpace, kernel: ir.Kernel, k: Term, s: Term, ctx: isl.Set,
     solver.set("timeout", TIMEOUT_MS)
     solver.add(z3.Not(same_bits(a, b)))
     return solver.check() == z3.unsat
+
+
+def equal_by_cases(cmp: Any, k: Term, s: Term, ctx: isl.Set,
+                   out_dtype: ir.DType | None) -> bool:
+    """`equal` with the case splits below an operation lifted first -- a TMA load's
+    in-bounds test (an Ite), a resolved shared read (a Choice) -- each case on its own
+    instances. `cmp` is the value_compare.Compare at work (its space, and `fixed` for the
+    writer coordinates of a link)."""
+    if ctx.is_empty():
+        return True
+    case = _first_case(k) or _first_case(s)
+    if case is None:
+        return equal(cmp.s, cmp.s.k, k, s, ctx, out_dtype)
+    try:
+        if isinstance(case, Ite):
+            cond = ir.UnOp(case.cond.span, ir.ScalarType.BOOL, "!", case.cond)
+            parts = ((ctx & cmp.s.cond(case.cond, case.inst), case.then),
+                     (ctx & cmp.s.cond(cond, case.inst), case.orelse))
+            return all(equal_by_cases(cmp, _substitute(k, case, v), _substitute(s, case, v),
+                                      part, out_dtype) for part, v in parts)
+        for link, v in case.options:
+            with cmp.fixed(link.writer):
+                if not equal_by_cases(cmp, _substitute(k, case, v), _substitute(s, case, v),
+                                      ctx & cmp.s.link(link), out_dtype):
+                    return False
+        return True
+    except (NotProved, isl.Error):
+        return False
+
+
+def _first_case(t: Term) -> Ite | Choice | None:
+    """An Ite or Choice below the pointwise operations of t (Op, Round), if any."""
+    if isinstance(t, (Ite, Choice)):
+        return t
+    if isinstance(t, Op):
+        return next((c for c in map(_first_case, t.args) if c is not None), None)
+    if isinstance(t, Round):
+        return _first_case(t.arg)
+    return None
+
+
+def _substitute(t: Term, old: Term, new: Term) -> Term:
+    """t with the node `old` (by identity, below Op and Round) replaced by `new`."""
+    if t is old:
+        return new
+    if isinstance(t, Op):
+        return Op(t.name, tuple(_substitute(a, old, new) for a in t.args))
+    if isinstance(t, Round):
+        return Round(t.dtype, _substitute(t.arg, old, new))
+    return t
 
 
 def same_bits(a: z3.FPRef, b: z3.FPRef) -> z3.BoolRef:
