@@ -18,6 +18,7 @@ from pathlib import Path
 
 import islpy as isl
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -467,3 +468,136 @@ def test_race_verdict_agrees_with_brute_force(f: Family):
     rins = [a for a in f.accesses(n) if a[0] == "r" and a[1:4] == (r["block"][0], r["thread"], rk)]
     assert wins and rins
     assert is_race(wins[0][1:5], rins[0][1:5])
+
+
+# ---- shapes a held-out tester writes (issue 17, item 2) ------------------------------------
+
+HELD_OUT = {
+    # x[i] += x[i - 1]: the left neighbour, not the right one of the bad corpus
+    "left_neighbour": ("""kernel k(x: inout global f32[N])
+  where N > 1, N <= 1048576
+  grid ((N + 127) / 128) block 128
+{
+  let i = block.x * 128 + thread
+  if i > 0 && i < N {
+    x[i] = x[i] + x[i - 1]
+  }
+}
+""", "x", "TS217"),
+    # a square matrix transposed in place: every element read by the thread that
+    # overwrites its mirror image, across blocks
+    "transpose_in_place": ("""kernel k(x: inout global f32[N, N])
+  where N % 32 == 0, N > 0, N <= 4096
+  grid (N / 32, N / 32) block 32
+{
+  for r in 0 .. 32 {
+    x[block.y * 32 + r, block.x * 32 + thread] = x[block.x * 32 + thread, block.y * 32 + r]
+  }
+}
+""", "x", "TS217"),
+    # a gathered read of what another thread writes
+    "gathered": ("""kernel k(ids: in global i32[N], x: inout global f32[N])
+  where N > 0, N <= 65536
+  grid ((N + 127) / 128) block 128
+  requires 0 <= ids[t] && ids[t] < N
+{
+  let i = block.x * 128 + thread
+  if i < N {
+    x[i] = x[ids[i]] * 2.0
+  }
+}
+""", "x", "TS217"),
+    # a TMA store's tile read back by the block of the next tile
+    "tma_store_read_by_next_block": ("""kernel k(src: in global f16[M, N],
+         dst: out global f16[M, N], z: out global f16[M, N])
+  where M % 64 == 0, N % 64 == 0, M > 0, N > 0, M <= 4096, N <= 4096
+  grid (M / 64, N / 64) block 128
+{
+  tensormap tout = tiled(dst, box [64, 64], swizzle 128B)
+  shared tile: f16[64, 64] layout swizzle128B(row_major) align 1024
+
+  for e in 0 .. 32 {
+    let r = e * 2 + thread / 64
+    tile[r, thread % 64] = src[block.x * 64 + r, block.y * 64 + thread % 64]
+  }
+  fence proxy_async
+  sync
+  role storer = warp 0, elect one {
+    tma_store tout[block.x * 64, block.y * 64] <- tile
+    commit_group
+    wait_group 0
+  }
+  sync
+  for e in 0 .. 32 {
+    let r = e * 2 + thread / 64
+    z[block.x * 64 + r, block.y * 64 + thread % 64] =
+      dst[min(block.x * 64 + r + 64, M - 1), block.y * 64 + thread % 64]
+  }
+}
+""", "dst", "TS217"),
+    # an inout tile TMA-loaded by the block before the one that rewrites it
+    "tma_load_of_an_inout_tile": ("""kernel k(x: inout global f16[M, N])
+  where M % 64 == 0, N % 64 == 0, M > 64, N > 0, M <= 4096, N <= 4096
+  grid (M / 64, N / 64) block 128
+{
+  tensormap tin = tiled(x, box [64, 64], swizzle 128B)
+  shared tile: f16[64, 64] layout swizzle128B(row_major) align 1024
+  mbarrier ready count 1 guards tile
+
+  if thread == 0 {
+    init ready
+    fence mbarrier_init
+  }
+  sync
+  if thread == 0 {
+    arrive ready, expect_tx bytes(tile)
+    tma_load tile <- tin[min(block.x * 64 + 64, M - 64), block.y * 64] signal ready
+  }
+  wait ready parity 0
+  for e in 0 .. 32 {
+    let r = e * 2 + thread / 64
+    x[block.x * 64 + r, block.y * 64 + thread % 64] = tile[r, thread % 64]
+  }
+}
+""", "x", "TS217"),
+}
+ROLES = """kernel k(x: in global f32[N], y: out global f32[N], z: out global f32[N])
+  where N % 32 == 0, N > 0, N <= 1048576
+  grid (N / 32) block 64
+{{
+{prologue}  role writer = warp 0 {{
+    y[block.x * 32 + lane] = x[block.x * 32 + lane] * 2.0
+{after_write}  }}
+{between}  role reader = warp 1 {{
+{before_read}    z[block.x * 32 + lane] = y[block.x * 32 + (lane + 1) % 32]
+  }}
+}}
+"""
+MBARRIER = dict(prologue="  mbarrier done count 32\n\n  if thread == 0 {\n    init done\n"
+                         "    fence mbarrier_init\n  }\n  sync\n",
+                after_write="    arrive done\n", between="", before_read="    wait done parity 0\n")
+
+
+@pytest.mark.parametrize("name", sorted(HELD_OUT))
+def test_held_out_race_shapes_are_refuted(name: str):
+    src, tensor, code = HELD_OUT[name]
+    o = _race(src, tensor)
+    assert o.verdict is Verdict.REFUTED and o.code == code, o.message
+
+
+@pytest.mark.parametrize("fill,verdict,code", [
+    # a sync between the roles orders the write before the read
+    (dict(prologue="", after_write="", between="  sync\n", before_read=""), Verdict.PROVED,
+     None),
+    # a named-barrier hand-off too (its phases are participation counts)
+    (dict(prologue="", after_write="    bar_arrive 1, 64\n", between="",
+          before_read="    bar_sync 1, 64\n"), Verdict.PROVED, None),
+    # nothing between them: a race inside the block
+    (dict(prologue="", after_write="", between="", before_read=""), Verdict.REFUTED, "TS217"),
+    # an mbarrier hand-off orders them, but the model does not follow mbarrier phases for
+    # global memory: left open (TS292), never a false refutation and never a false proof
+    (MBARRIER, Verdict.UNKNOWN, "TS292"),
+])
+def test_writes_in_one_role_read_in_another(fill: dict, verdict: Verdict, code: str | None):
+    o = _race(ROLES.format(**fill), "y")
+    assert o.verdict is verdict and o.code == code, o.message

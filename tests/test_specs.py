@@ -388,7 +388,8 @@ def test_the_proof_is_bounded_and_ends_in_unknown(monkeypatch):
     assert o.verdict is Verdict.UNKNOWN and o.code == "TS890"
     assert o.severity is Severity.ERROR and o.failed
     assert "operation budget ran out" in o.message
-    assert {a["inputs"] for a in o.evidence["launches_agreed"]} == {"plain", "special", "wide"}
+    assert {a["inputs"] for a in o.evidence["launches_agreed"]} == {"plain", "special", "wide",
+                                                                 "edges"}
 
 
 # ---- unproved, refuted, malformed: the exit code is the contract -----------------------------

@@ -173,8 +173,10 @@ def run_detailed(path: str | Path, sizes: Mapping[str, int] | str, seed: int = 0
                  kernel: str | None = None, inputs_kind: str = "random",
                  schedule: str = "lockstep", target: str | None = None) -> RunRecord:
     """Interpret one kernel on random inputs drawn from `seed` (`inputs_kind` "distinct":
-    the pairwise distinct float inputs `equiv` and the value checker run on, so that their
-    distinguishing launches can be replayed). Raises DiagnosticError for a bad file,
+    the pairwise distinct float inputs `equiv` and the value checker run on; the other
+    names of spec_inputs.RUN_KINDS: the value checker's other inputs -- small integers,
+    special values, wide integers, special corners -- so that every distinguishing or
+    refuting launch can be replayed). Raises DiagnosticError for a bad file,
     UsageError for a bad request, and the interpreter's InterpError when the sizes do not
     fit the kernel (code TS200) or the run itself goes wrong (out of bounds, deadlock, ...)."""
     import numpy as np
@@ -185,14 +187,16 @@ def run_detailed(path: str | Path, sizes: Mapping[str, int] | str, seed: int = 0
     k = select_kernel(program, kernel)
     from tilesafe.semantics.interpreter import interp
     interp.check_where(k, dict(sizes))  # InterpError TS200: sizes missing, unknown or bad
-    if inputs_kind == "distinct":
-        from tilesafe.semantics.value.spec_inputs import value_inputs
+    from tilesafe.semantics.value.spec_inputs import RUN_KINDS, value_inputs
 
-        inputs = value_inputs(k, dict(sizes), seed, exact=False)
+    if inputs_kind in RUN_KINDS:
+        exact, profile = RUN_KINDS[inputs_kind]
+        inputs = value_inputs(k, dict(sizes), seed, exact, profile)
     elif inputs_kind == "random":
         inputs = interp.random_inputs(k, dict(sizes), np.random.default_rng(seed))
     else:
-        raise UsageError(f"unknown kind of inputs '{inputs_kind}' (random or distinct)")
+        raise UsageError(f"unknown kind of inputs '{inputs_kind}' (random, "
+                         f"{', '.join(RUN_KINDS)})")
     result = interp.run_kernel(k, dict(sizes), inputs, **schedule_options(schedule, seed))
     return RunRecord(k, dict(sizes), seed, inputs, result)
 

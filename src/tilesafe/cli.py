@@ -24,6 +24,11 @@ from tilesafe import __version__
 from tilesafe.frontend.diagnostics import Diagnostic, DiagnosticError, render
 from tilesafe.frontend.span import Span
 
+# The value checker's inputs `run --inputs` replays (semantics/value/spec_inputs.RUN_KINDS; kept
+# here so that parsing the command line imports no numpy; a test keeps the two equal).
+VALUE_INPUTS = ("distinct", "integers", "special", "special-integers", "wide", "edges",
+                "edges-integers")
+
 OK, FAILED, USAGE, INTERNAL = 0, 1, 2, 3
 
 
@@ -171,7 +176,7 @@ def _cmd_run(args: argparse.Namespace, out: _Out) -> int:
     try:
         if args.device == "gpu":
             if args.inputs != "random":
-                raise _Usage("--inputs distinct runs on the interpreter only")
+                raise _Usage(f"--inputs {args.inputs} runs on the interpreter only")
             if args.target not in (None, "sm_90a"):
                 raise _Usage(f"--device gpu runs PTX on an NVIDIA GPU; {args.target} HIP "
                              "runs through tests/gpu/build_hip_cases.py (docs/codegen.md)")
@@ -719,9 +724,13 @@ def _parser() -> argparse.ArgumentParser:
                           "threads as numpy operations: fast), random (seeded uniform, thread "
                           "by thread) or pct (adversarial priorities); default lockstep")
     run.add_argument("--out", metavar="FILE.npz", help="save inputs and outputs here")
-    run.add_argument("--inputs", choices=("random", "distinct"), default="random",
-                     help="random (default), or pairwise distinct float inputs: those "
-                          "`equiv` and the value checker run on, to replay their launches")
+    run.add_argument("--inputs", choices=("random", *VALUE_INPUTS), default="random",
+                     help="random (default), or the inputs `equiv` and the value checker "
+                          "run on, to replay their launches: distinct (pairwise distinct "
+                          "floats), integers (small integers), special / special-integers "
+                          "(with inf, NaN, zeros, extremes), wide (integers whose sums "
+                          "overflow f16), edges / edges-integers (a special value, picked "
+                          "by the seed, at every corner of every input)")
     _add_format(run, ("text", "json"))
     _add_target(run)
     run.add_argument("--device", choices=("interp", "gpu"), default="interp",
@@ -844,7 +853,7 @@ def _cmd_equiv(args: argparse.Namespace, out: _Out) -> int:
     res = equiv.check(kernels[0], kernels[1], seed=args.seed)
     d = res.difference
     replay = [] if d is None else [
-        _replay_command(path, d.sizes, d.seed, args.kernel, f"equiv_{side}.npz")
+        _replay_command(path, d.sizes, d.seed, args.kernel, f"equiv_{side}.npz", d.inputs)
         for path, side in ((args.a, "a"), (args.b, "b"))]
     if args.format == "json":
         out.json({"kind": "equiv", "a": args.a, "b": args.b, "verdict": res.verdict,
@@ -853,7 +862,7 @@ def _cmd_equiv(args: argparse.Namespace, out: _Out) -> int:
                   "difference": None if d is None else {
                       "sizes": d.sizes, "seed": d.seed, "tensor": d.tensor,
                       "element": list(d.element), "a": d.a, "b": d.b,
-                      "mismatches": d.mismatches, "replay": replay}})
+                      "mismatches": d.mismatches, "inputs": d.inputs, "replay": replay}})
     else:
         out.line(f"{args.a} vs {args.b}: {res.verdict} — {res.reason}")
         if d is not None:
@@ -867,13 +876,13 @@ def _cmd_equiv(args: argparse.Namespace, out: _Out) -> int:
 
 
 def _replay_command(path: str, sizes: dict[str, int], seed: int, kernel: str | None,
-                    npz: str) -> str:
-    """The `tilesafe run` command that interprets `path` on the inputs `equiv` used (the
-    distinct-valued ones of `seed`): the two of a refutation differ at its element."""
+                    npz: str, inputs: str = "distinct") -> str:
+    """The `tilesafe run` command that interprets `path` on the inputs `equiv` used (of
+    kind `inputs`, from `seed`): the two of a refutation differ at its element."""
     import shlex
 
     words = ["tilesafe", "run", path, "--size", ",".join(f"{k}={v}" for k, v in sizes.items()),
-             "--seed", str(seed), "--inputs", "distinct", "--out", npz]
+             "--seed", str(seed), "--inputs", inputs, "--out", npz]
     if kernel:
         words += ["--kernel", kernel]
     return shlex.join(words)

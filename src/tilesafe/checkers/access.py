@@ -59,6 +59,7 @@ from tilesafe.semantics.access.access import (
     valid_indices,
     where_params,
 )
+from tilesafe.semantics.access.branch_cover import written_by_branch_pairs
 from tilesafe.semantics.expr.affine import CondSets, NotAffine, constant, eval_sizes, term
 
 CHECKER = "access"
@@ -426,6 +427,9 @@ def _at_least_once(kernel: ir.Kernel, ctx: isl.Context, t: ir.GlobalTensor,
         if w.relation is not None:
             over = under if w.exact else coverage.image(w, valid)
             written_over = written_over.union(over.elements)
+    for pair in written_by_branch_pairs(writers):  # both branches of a data-dependent if
+        written_under = written_under.union(pair.range().intersect(valid))
+        methods["if/else"] = "both branches of one data-dependent if"
     missing = target_over.subtract(written_under)
     evidence: dict[str, object] = {
         "target": str(target_over), "written": str(written_under.coalesce()),

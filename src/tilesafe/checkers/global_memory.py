@@ -11,6 +11,12 @@
   lines. A pair that only an ordering outside the model could order (a TMA copy in the
   same block, an mbarrier or named-barrier hand-off, a `sync` count that is not affine) is
   UNKNOWN (TS292), never refuted; an unmodelled guard or index leaves it UNKNOWN (TS291).
+* reads of an `out` tensor see a write (TS220): every element of an `out` tensor the kernel
+  reads has a write of it ordered before the read (program order in one thread, a `sync`
+  epoch, a named-barrier phase) -- its contents before the launch are undefined, so a read
+  of one nothing wrote yet (an `out` that should have been `inout`) computes with garbage
+  on every schedule (semantics/access/global_reads.py). Where TS217 already refutes the
+  tensor, a read left unwritten is reported under that race (a follow-on), not beside it.
 * an effect (TS218): a kernel none of whose parameters is `out` or `inout` must still write
   some global tensor for some allowed size, or it does nothing. (With an `out` or `inout`
   parameter, TS212 already says when nothing writes it.)
@@ -24,12 +30,14 @@ ISL runs under the access checker's operation budget; running past it gives UNKN
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import islpy as isl
 
+from tilesafe.checkers import followon
 from tilesafe.checkers.access import (
     INEXACT,
     ISL_LIMIT,
@@ -55,12 +63,14 @@ from tilesafe.semantics.access.global_races import (
     global_sides,
     places,
 )
+from tilesafe.semantics.access.global_reads import Reads, unwritten_reads
 from tilesafe.semantics.expr.affine import NotAffine
 
 CHECKER = "global"
 METHOD = "isl"
 
 GLOBAL_RACE = "TS217"  # an out/inout element written by one thread, read by another unordered
+UNWRITTEN_READ = "TS220"  # an out element read with no write of it ordered before the read
 NO_EFFECT = "TS218"  # a kernel with no out/inout parameter that writes no global tensor
 UNUSED_INPUT = "TS219"  # an `in` parameter the body never reads (warning)
 UNORDERED = "TS292"  # a candidate race only an ordering outside the model could rule out
@@ -103,8 +113,13 @@ def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:
         if t.role.written:
             readers = [a for a in accesses if _global(a, t.name, Kind.READ)]
             span = readers[0].span if readers else t.span
-            results.append(_run(ctx, f"{kernel.name}: no unordered write and read of {t.name}",
-                                span, lambda t=t: _race(kernel, orders, accesses, t)))
+            race = _run(ctx, f"{kernel.name}: no unordered write and read of {t.name}",
+                        span, lambda t=t: _race(kernel, orders, accesses, t))
+            results.append(race)
+            if t.role is ir.ParamRole.OUT and readers:
+                read = _run(ctx, f"{kernel.name}: every read of {t.name} sees a write",
+                            span, lambda t=t: _reads_written(kernel, orders, accesses, t))
+                results.append(_under_race(read, race))
     return results
 
 
@@ -174,6 +189,49 @@ def _witness(kernel: ir.Kernel, t: ir.GlobalTensor, found: Finding) -> tuple[dic
                f"{_describe(reader, sizes=False)} (line {r.span.line}) at sizes "
                f"{_sizes(params)}: {why}, so the value read depends on the schedule")
     return cex, message
+
+
+# ---- TS220 ----------------------------------------------------------------------------------
+
+
+def _reads_written(kernel: ir.Kernel, orders: Orders, accesses: Sequence[AccessRelation],
+                   t: ir.GlobalTensor) -> _Result:
+    writers = global_sides(orders, accesses, t.name, Kind.WRITE)
+    readers = global_sides(orders, accesses, t.name, Kind.READ)
+    found = unwritten_reads(orders, writers, readers)
+    if found.outcome is Reads.WRITTEN:
+        return _Result(Verdict.PROVED, f"every element of {t.name} the kernel reads is "
+                       "written before the read, for every allowed size",
+                       evidence=found.evidence)
+    assert found.reader is not None
+    r = found.reader
+    if found.outcome is Reads.OPEN:
+        return _Result(Verdict.UNKNOWN, f"{t.name}: the read at {_at(r.span)} may come before "
+                       f"every write of its element: {found.reason}", UNORDERED,
+                       evidence=found.evidence, span=r.span)
+    assert found.unwritten is not None
+    params, coords = _sample(kernel, found.unwritten.wrap())
+    inst = _instance(kernel, r, params, coords[:len(r.dims)])
+    element = coords[len(r.dims):]
+    cex = {"sizes": params, "element": element, "reader": inst}
+    message = (f"{t.name}[{', '.join(map(str, element))}] is read by "
+               f"{_describe(inst, sizes=False)} (line {r.span.line}) at sizes "
+               f"{_sizes(params)} before any write of it is ordered before the read: an "
+               f"'out' tensor's contents before the launch are undefined, so the read sees "
+               f"garbage (declare {t.name} 'inout' if the kernel updates it, or write the "
+               "element first)")
+    return _Result(Verdict.REFUTED, message, UNWRITTEN_READ, cex, found.evidence, r.span)
+
+
+def _under_race(read: Obligation, race: Obligation) -> Obligation:
+    """A read left unwritten because another thread's write races with it is the race's
+    finding (TS217): report it under that refutation (checkers/followon.py)."""
+    if read.verdict is Verdict.PROVED or not followon.is_cause(race, GLOBAL_RACE):
+        return read
+    own = read.code if read.verdict is Verdict.REFUTED else None
+    severity = Severity.WARNING if read.verdict is Verdict.REFUTED else Severity.NOTE
+    return dataclasses.replace(read, code=None, severity=severity,
+                               evidence={**read.evidence, **followon.mark(GLOBAL_RACE, own)})
 
 
 # ---- TS218 and TS219 -------------------------------------------------------------------------

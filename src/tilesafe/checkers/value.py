@@ -122,7 +122,8 @@ def _unproved(kernel: ir.Kernel, spec: ir.Ensures, failure: _Failure,
     if m is not None:
         return Obligation(CHECKER, _name(kernel, spec), Verdict.REFUTED,
                           "interpreter against the spec", spec.span, m.code, m.describe(),
-                          seconds=seconds, counterexample=m.as_counterexample(),
+                          seconds=seconds, counterexample=m.as_counterexample(
+                              spec.span.path, kernel.name),
                           evidence={"launches_agreed": outcome.agreed,
                                     "proof_stopped": failure.reason})
     evidence: dict[str, object] = {"reason": failure.reason,

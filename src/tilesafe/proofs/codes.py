@@ -60,6 +60,8 @@ CODES: dict[str, str] = {
              "ordering them (another block, or no `sync` between them)",
     "TS218": "a kernel with no `out`/`inout` parameter writes no global tensor: it has no effect",
     "TS219": "an `in` parameter the kernel never reads (warning)",
+    "TS220": "an `out` element read before any write of it is ordered before the read: its "
+             "contents before the launch are undefined",
     "TS290": "ISL ran past its operation budget (or failed): no verdict",
     "TS291": "a guard or index without a Presburger form left the verdict open",
     "TS292": "a possible global race only an ordering outside the model could rule out (a TMA "

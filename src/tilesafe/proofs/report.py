@@ -91,6 +91,7 @@ def _value_text(value: object) -> str:
 
 
 COMPACT_LIMIT = 80  # characters: a longer counterexample value is left to -v / JSON / report
+ALWAYS_SHOWN = ("replay",)  # a command that reproduces the finding: one line, always printed
 
 
 def counterexample_text(cex: Mapping[str, object], full: bool = True) -> str:
@@ -102,7 +103,7 @@ def counterexample_text(cex: Mapping[str, object], full: bool = True) -> str:
     kept, left = [], []
     for k, v in cex.items():
         text = _value_text(v)
-        if len(text) <= COMPACT_LIMIT:
+        if len(text) <= COMPACT_LIMIT or k in ALWAYS_SHOWN:
             kept.append(f"{k}={text}")
         elif isinstance(v, (list, tuple)):
             left.append(f"{k} ({len(v)} {'steps' if k == 'trace' else 'items'})")

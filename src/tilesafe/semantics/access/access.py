@@ -66,6 +66,7 @@ class Branch:
     if_id: int
     then: bool
     prefix: int
+    cond: Span | None = None  # the condition's text (which dropped guards are its parts)
 
 
 @dataclass(frozen=True)
@@ -222,7 +223,8 @@ class _Collector:
             prefix = len(scope.dims)
             for then, body in ((True, s.then), (False, s.orelse)):
                 inner = replace(scope, guards=scope.guards + ((s.cond, then),),
-                                branches=scope.branches + (Branch(self.ifs, then, prefix),))
+                                branches=scope.branches + (Branch(self.ifs, then, prefix,
+                                                                  s.cond.span),))
                 yield from self.stmts(body, inner)
         elif isinstance(s, ir.Role):
             yield from self.stmts(s.body, replace(scope, role=s))

@@ -35,7 +35,7 @@ Each access is the parametric ISL relation instance -> element of semantics/acce
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 import islpy as isl
@@ -48,6 +48,7 @@ from tilesafe.semantics.temporal import sync_counts as sc
 from tilesafe.semantics.value.value_terms import Inst
 
 IN, OUT = isl.dim_type.in_, isl.dim_type.out
+NO_SEQ = -1  # Place.seq of a node met at two places of the text
 _TMA = (Via.TMA_LOAD, Via.TMA_STORE)
 
 
@@ -64,8 +65,10 @@ class Place:
     """The ordering facts of one access: its enclosing loops (uids, outermost first) and
     integer lets (to read count expressions as ISL terms over the access's instance
     space), the `sync`s and named-barrier participations its thread passed before it (None:
-    not an affine function of the instance), and its thread range (lo .. hi-1; one thread
-    under `elect`)."""
+    not an affine function of the instance), its thread range (lo .. hi-1; one thread
+    under `elect`), and `seq`, its position in the body's text (a statement's operands
+    before the statement: a thread's program order within one iteration of the loops two
+    accesses share, semantics/access/global_reads.py)."""
 
     loops: tuple[int, ...]
     lets: Mapping[int, ir.Expr]
@@ -73,6 +76,7 @@ class Place:
     named: Mapping[int, ir.Expr | None]
     thread_lo: int
     thread_hi: int
+    seq: int = 0
 
 
 @dataclass(frozen=True)
@@ -104,10 +108,10 @@ class _State:
     split: dict[sc.Channel, tuple[ir.Expr, tuple[tuple[int, int], ...]]] = field(
         default_factory=dict)
 
-    def place(self) -> Place:
+    def place(self, seq: int = 0) -> Place:
         named = {c: e for c, e in self.counts.items() if c != sc.SYNC}
         return Place(tuple(f.var.uid for f in self.loops), dict(self.lets),
-                     self.counts.get(sc.SYNC), named, self.lo, self.hi)
+                     self.counts.get(sc.SYNC), named, self.lo, self.hi, seq)
 
     def child(self, **changes: object) -> _State:
         new = _State(self.lo, self.hi, self.elect, self.loops, self.guards, dict(self.lets),
@@ -130,6 +134,7 @@ class _Walk:
         self.named_uses: list[tuple[ir.NamedBar, Inst]] = []
         self.hand_offs = False
         self.shared: set[int] = set()
+        self.seq = 0
 
     def run(self) -> Places:
         stmts = list(walk.statements(self.k.body))
@@ -144,9 +149,15 @@ class _Walk:
     def record(self, node: object, place: Place) -> None:
         """One node object met twice (a shared subtree) would have two places: keep
         neither, so that its accesses are not ordered by a guess."""
-        if id(node) in self.by_node and self.by_node[id(node)] != place:
+        self.seq += 1
+        old = self.by_node.get(id(node))
+        if old is None:
+            self.by_node[id(node)] = replace(place, seq=self.seq)
+            return
+        if replace(old, seq=0) != replace(place, seq=0):
             self.shared.add(id(node))
-        self.by_node[id(node)] = place
+        # met twice with the same facts: its place in program order is not one (NO_SEQ)
+        self.by_node[id(node)] = replace(old, seq=NO_SEQ)
 
     def block(self, stmts: tuple[ir.Stmt, ...], st: _State) -> None:
         for s in stmts:

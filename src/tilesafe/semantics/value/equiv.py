@@ -5,8 +5,10 @@ compute exactly what the kernel it replaces computed, and with no spec written t
 claim to check. The same two halves as `ensures` (docs/semantics.md, "Specifications"):
 
 * refuting: both kernels run on the interpreter on the same inputs (pairwise distinct
-  values) at launches both `where`s allow; the first output element that differs is a
-  distinguishing input (sizes, seed, element, both values);
+  values; then, on the two cheapest launches, special IEEE values sprinkled and at every
+  corner -- `x + 0.0` and `x` differ only on -0) at launches both `where`s allow; the first
+  output element that differs is a distinguishing input (sizes, seed, inputs, element, both
+  values);
 * proving: the value terms of both kernels (semantics/value/value_exec.py) are compared with ISL
   for every write of A and every write of B that write the same element (each kernel's
   coverage proof makes that every element), through shared memory and TMA on both sides.
@@ -27,12 +29,20 @@ from tilesafe.semantics.interpreter.interp import run_kernel
 from tilesafe.semantics.interpreter.interp_error import InterpError
 from tilesafe.semantics.temporal import sync_counts
 from tilesafe.semantics.value import valueflow
-from tilesafe.semantics.value.spec_inputs import _cost, choose_sizes, value_inputs
+from tilesafe.semantics.value.spec_inputs import (
+    RUN_KINDS,
+    _cost,
+    choose_sizes,
+    edge_specials,
+    value_inputs,
+)
 from tilesafe.semantics.value.spec_run import MAX_STEPS, same_bits
 from tilesafe.semantics.value.value_compare import Compare
 from tilesafe.semantics.value.value_exec import Executor, Unsupported
 from tilesafe.semantics.value.value_space import is_block
 from tilesafe.semantics.value.value_terms import rename, show
+
+EDGE_RUNS = len(edge_specials(ir.DType.F32, exact=False))  # one run per corner value
 
 
 @dataclass(frozen=True)
@@ -44,12 +54,14 @@ class Difference:
     a: object
     b: object
     mismatches: int
+    inputs: str = "distinct"  # the `run --inputs` kind (spec_inputs.RUN_KINDS)
 
     def describe(self) -> str:
         sizes = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
         at = f"{self.tensor}[{', '.join(map(str, self.element))}]"
-        return (f"at {sizes} (seed {self.seed}): {at} is {self.a} in A and {self.b} in B "
-                f"({self.mismatches} element(s) differ)")
+        kind = "" if self.inputs == "distinct" else f", {self.inputs} inputs"
+        return (f"at {sizes} (seed {self.seed}{kind}): {at} is {self.a} in A and {self.b} "
+                f"in B ({self.mismatches} element(s) differ)")
 
 
 @dataclass(frozen=True)
@@ -87,25 +99,31 @@ def check(a: ir.Kernel, b: ir.Kernel, seed: int = 0) -> Result:
         if sizes in launches or _cost(a, sizes) is None or _cost(b, sizes) is None:
             continue
         launches.append(sizes)
-    ran = []
-    for sizes in launches[:4]:
-        arrays = value_inputs(a, sizes, seed, exact=False)
+    ran: list[dict[str, int]] = []
+    runs = [(sizes, seed, "distinct") for sizes in launches[:4]]
+    runs += [(sizes, seed, "special") for sizes in launches[:2]]
+    runs += [(sizes, s, "edges") for sizes in launches[:1] for s in range(EDGE_RUNS)]
+    for sizes, s, kind in runs:
+        exact, profile = RUN_KINDS[kind]
+        arrays = value_inputs(a, sizes, s, exact, profile)
         try:
-            ra = run_kernel(a, sizes, arrays, max_steps=MAX_STEPS)
-            rb = run_kernel(b, sizes, arrays, max_steps=MAX_STEPS)
+            with np.errstate(all="ignore"):
+                ra = run_kernel(a, sizes, arrays, max_steps=MAX_STEPS)
+                rb = run_kernel(b, sizes, arrays, max_steps=MAX_STEPS)
         except InterpError as err:
             return Result("unknown", f"a run failed at {sizes} ({err.code}): verify each "
                           "kernel first", launches=tuple(ran))
-        ran.append(sizes)
         for t in a.params:
             if not t.role.written:
                 continue
             differ = ~same_bits(ra.tensors[t.name], rb.tensors[t.name])
             if differ.any():
                 el = tuple(int(i) for i in np.argwhere(differ)[0])
-                d = Difference(dict(sizes), seed, t.name, el, _val(ra.tensors[t.name][el]),
-                               _val(rb.tensors[t.name][el]), int(differ.sum()))
+                d = Difference(dict(sizes), s, t.name, el, _val(ra.tensors[t.name][el]),
+                               _val(rb.tensors[t.name][el]), int(differ.sum()), kind)
                 return Result("refuted", d.describe(), d, tuple(ran))
+        if sizes not in ran:
+            ran.append(sizes)
     tensors = {}
     for t in a.params:
         if t.role.written:

@@ -50,8 +50,10 @@ class OutsideRead:
         sizes = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
         at = f"{out}[{', '.join(map(str, self.element))}]"
         idx = ", ".join(map(str, self.index))
-        return (f"the spec of {at} reads {self.load.tensor}[{idx}] at {sizes}: index "
-                f"{self.dim} is outside 0 .. {self.extent}")
+        where = (f"{self.index[self.dim]}, its index in dimension {self.dim}, is"
+                 if self.dim < len(self.index) else f"its index in dimension {self.dim} is")
+        return (f"the spec of {at} reads {self.load.tensor}[{idx}] at {sizes}: {where} "
+                f"outside 0 .. {self.extent}")
 
 
 def outside_reads(kernel: ir.Kernel, spec: ir.Ensures) -> list[OutsideRead]:

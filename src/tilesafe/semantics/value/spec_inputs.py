@@ -71,7 +71,11 @@ class Profile(str, Enum):
              `x * 0.0` or a missing NaN guard differs only there;
     WIDE     small integers times 2^12 (exact in every float dtype, and so are their sums
              and products in f32) whose sums overflow f16: an accumulator narrower than the
-             spec's f32 differs only there.
+             spec's f32 differs only there;
+    EDGES    PLAIN everywhere but the corners of every float input (its first and last
+             element along each dimension), which all hold one special value, picked by the
+             seed (`edge_special`): a spec term at a fixed index (`x[0] * 0.0`,
+             `w[N - 1]`) reads a corner, and SPECIAL's random one-in-eight rarely hits it.
 
     SPECIAL and WIDE keep every result independent of the summation order for order-free
     sums (ints, infinities and NaN add the same in any order; -0 and subnormals, whose
@@ -81,6 +85,7 @@ class Profile(str, Enum):
     PLAIN = "plain"
     SPECIAL = "special"
     WIDE = "wide"
+    EDGES = "edges"
 
 
 _SPECIALS_EXACT = (np.inf, -np.inf, np.nan, 0.0)
@@ -97,6 +102,26 @@ def special_values(dtype: ir.DType, exact: bool) -> tuple[float, ...]:
     return (*_SPECIALS_EXACT, -0.0, tiny, -tiny, big, -big)
 
 
+def edge_specials(dtype: ir.DType, exact: bool) -> tuple[float, ...]:
+    """The values EDGES puts at the corners, one per seed (`edge_special`): infinities and
+    NaN first (an `x * 0.0` term), then -0 and the largest finite value where the spec has no
+    order-free sum."""
+    if exact:
+        return (np.inf, -np.inf, np.nan)
+    return (np.inf, -np.inf, np.nan, -0.0, _LARGEST[dtype])
+
+
+def edge_special(dtype: ir.DType, exact: bool, seed: int) -> float:
+    """The special value of EDGES launch `seed`."""
+    values = edge_specials(dtype, exact)
+    return float(values[seed % len(values)])
+
+
+def _corners(shape: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+    """Every element whose index is the first or the last along each dimension."""
+    return tuple(itertools.product(*[sorted({0, d - 1}) for d in shape]))
+
+
 def profile_values(dtype: ir.DType, n: int, rng: np.random.Generator, exact: bool,
                    profile: Profile) -> np.ndarray:
     """n float32 values for an input of `dtype` under `profile`."""
@@ -111,6 +136,26 @@ def profile_values(dtype: ir.DType, n: int, rng: np.random.Generator, exact: boo
     return vals.astype(np.float32)
 
 
+# `tilesafe run --inputs KIND`: the value checker's inputs by name, so that every refutation
+# can be replayed (KIND -> (exact, profile)); spec_run.run_inputs names a launch's kind.
+RUN_KINDS: dict[str, tuple[bool, Profile]] = {
+    "distinct": (False, Profile.PLAIN),
+    "integers": (True, Profile.PLAIN),
+    "special": (False, Profile.SPECIAL),
+    "special-integers": (True, Profile.SPECIAL),
+    "wide": (True, Profile.WIDE),
+    "edges": (False, Profile.EDGES),
+    "edges-integers": (True, Profile.EDGES),
+}
+
+
+def run_kind(exact: bool, profile: Profile) -> str:
+    """The `--inputs` name of the value checker's inputs (exact, profile)."""
+    if profile is Profile.WIDE:
+        return "wide"
+    return next(k for k, v in RUN_KINDS.items() if v == (exact, profile))
+
+
 def value_inputs(kernel: ir.Kernel, sizes: Mapping[str, int], seed: int,
                  exact: bool, profile: Profile = Profile.PLAIN) -> dict[str, np.ndarray]:
     """Arrays for every global tensor: outputs poisoned as usual
@@ -123,7 +168,12 @@ def value_inputs(kernel: ir.Kernel, sizes: Mapping[str, int], seed: int,
             continue
         shape = arrays[t.name].shape
         n = int(np.prod(shape, dtype=np.int64))
-        vals = profile_values(t.dtype, n, rng, exact, profile).reshape(shape)
+        plain = Profile.PLAIN if profile is Profile.EDGES else profile
+        vals = profile_values(t.dtype, n, rng, exact, plain).reshape(shape)
+        if profile is Profile.EDGES and n:
+            special = np.float32(edge_special(t.dtype, exact, seed))
+            for corner in _corners(shape):
+                vals[corner] = special
         if t.dtype is ir.DType.BF16:
             arrays[t.name] = fp.f32_array_to_bf16(vals)
         else:

@@ -11,7 +11,11 @@ what the spec asks for). The stages go from cheap and likely to broad:
    blocks, a ragged one) with plain inputs;
 3. the same launches with special IEEE values (inf, NaN, zeros, subnormals, extremes) and with
    wide integers whose sums overflow f16: bugs that only show on such data (an `x * 0.0`
-   term, an f16 accumulator against an f32 sum);
+   term, an f16 accumulator against an f32 sum); then the cheapest launches with one special
+   value at every corner of every input, one launch per special value (a spec term at a
+   fixed index, `x[N - 1] * 0.0`, reads a corner); where another clause's order-free sum
+   made every input an integer, the clauses without a sum once more on distinct values with
+   -0, subnormals and the largest values;
 4. further launches: equal sizes (a transposition agrees with a copy only when the sizes
    differ ... or the other way round), distinct ragged sizes, then the cheapest not tried.
 
@@ -27,13 +31,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tilesafe.frontend import ir
-from tilesafe.semantics.value import spec_run
+from tilesafe.semantics.value import spec_eval, spec_run
 from tilesafe.semantics.value.spec_inputs import (
     MAX_ELEMENTS,
     MAX_THREADS,
     Profile,
     _cost,
     choose_sizes,
+    edge_specials,
     more_sizes,
 )
 
@@ -57,23 +62,36 @@ def search(kernel: ir.Kernel, specs: Sequence[ir.Ensures],
     outcomes = [Outcome() for _ in specs]
     first = [_launchable(kernel, p) for p in (points or {}).values()]
     standard = choose_sizes(kernel)
-    stages: list[tuple[list[Sizes], Profile]] = [
-        ([s for s in first if s is not None], Profile.PLAIN),
-        (standard, Profile.PLAIN),
-        (standard, Profile.SPECIAL),
-        (standard, Profile.WIDE),
-        (more_sizes(kernel, standard), Profile.PLAIN),
+    exact = spec_run.exact_inputs(kernel)
+    corner_values = len(edge_specials(ir.DType.F32, exact))
+    edges = [(standard[:2], Profile.EDGES, seed, exact) for seed in range(corner_values)]
+    stages: list[tuple[list[Sizes], Profile, int, bool]] = [
+        ([s for s in first if s is not None], Profile.PLAIN, 0, exact),
+        (standard, Profile.PLAIN, 0, exact),
+        (standard, Profile.SPECIAL, 0, exact),
+        (standard, Profile.WIDE, 0, exact),
+        *edges,
     ]
-    for sizes_list, profile in stages:
-        open_ = [i for i, o in enumerate(outcomes) if o.mismatch is None]
+    if exact:
+        # Another clause has an order-free sum, so the inputs above were integers without -0,
+        # subnormals or the largest values; a clause with no sum is tried on those too.
+        stages += [(standard[:2], Profile.SPECIAL, 0, False)]
+        stages += [(standard[:2], Profile.EDGES, seed, False)
+                   for seed in range(len(edge_specials(ir.DType.F32, False)))]
+    stages.append((more_sizes(kernel, standard), Profile.PLAIN, 0, exact))
+    for sizes_list, profile, seed, whole in stages:
+        open_ = [i for i, o in enumerate(outcomes) if o.mismatch is None
+                 and (whole == exact or not spec_eval.has_free_sum(specs[i].rhs))]
         if not open_ or not sizes_list:
             continue
-        results = spec_run.check(kernel, _unique(sizes_list), specs=tuple(specs[i] for i in open_),
-                                 profile=profile)
+        results = spec_run.check(kernel, _unique(sizes_list), seed=seed,
+                                 specs=tuple(specs[i] for i in open_), profile=profile,
+                                 exact=whole)
         for i, run in zip(open_, results, strict=True):
             o = outcomes[i]
             o.mismatch = run.mismatch
-            o.agreed += [{"sizes": dict(s), "inputs": profile.value} for s in run.runs
+            o.agreed += [{"sizes": dict(s), "inputs": profile.value, "seed": seed}
+                         for s in run.runs
                          if run.mismatch is None or dict(s) != run.mismatch.sizes]
             o.skipped += list(run.skipped)
     return outcomes

@@ -14,7 +14,9 @@ semantics/value/valueflow.py does that part.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+import shlex
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,9 +25,14 @@ from tilesafe.frontend import ir, walk
 from tilesafe.semantics.expr import evaluate
 from tilesafe.semantics.interpreter.interp import RunResult, run_kernel
 from tilesafe.semantics.interpreter.interp_error import InterpError
-from tilesafe.semantics.interpreter.interp_io import as_float, tensor_shapes
+from tilesafe.semantics.interpreter.interp_io import tensor_shapes
 from tilesafe.semantics.value import spec_eval
-from tilesafe.semantics.value.spec_inputs import Profile, choose_sizes, value_inputs
+from tilesafe.semantics.value.spec_inputs import (
+    Profile,
+    choose_sizes,
+    run_kind,
+    value_inputs,
+)
 
 MAX_STEPS = 4_000_000
 
@@ -55,22 +62,36 @@ class Mismatch:
     def describe(self) -> str:
         at = f"{self.tensor}[{', '.join(map(str, self.element))}]"
         sizes = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
+        got, want = _plain(self.got), _plain(self.want)
         if self.code == MOVED and self.received and self.expects:
-            what = f"receives {self.received} = {self.got}, the spec asks for {self.expects}"
+            what = f"receives {self.received} = {got}, the spec asks for {self.expects}"
         elif self.code == FILL and self.expects:
-            what = (f"receives {self.got} (a fill value) where the spec asks for "
-                    f"{self.expects} = {self.want}")
+            what = (f"receives {got} (a fill value) where the spec asks for "
+                    f"{self.expects} = {want}")
         else:
-            what = f"holds {self.got}, the spec asks for {self.want}"
+            what = f"holds {got}, the spec asks for {want}"
         return f"at {sizes}: {at} {what} ({self.mismatches} element(s) differ)"
 
-    def as_counterexample(self) -> dict[str, object]:
+    def as_counterexample(self, path: str | None = None, kernel: str | None = None
+                          ) -> dict[str, object]:
+        """The refutation's facts; with the kernel's file, `replay`: the `tilesafe run`
+        command that runs this launch on these inputs."""
         cex = {"sizes": dict(self.sizes), "seed": self.seed, "inputs": _inputs_text(
             self.exact, self.profile), "profile": self.profile.value,
             "element": f"{self.tensor}[{', '.join(map(str, self.element))}]",
             "got": _plain(self.got), "want": _plain(self.want), "received": self.received,
             "expects": self.expects, "mismatches": self.mismatches}
+        if path is not None:
+            cex["replay"] = self.replay_command(path, kernel)
         return {k: v for k, v in cex.items() if v is not None}
+
+    def replay_command(self, path: str, kernel: str | None = None) -> str:
+        """`tilesafe run` on these sizes, seed and inputs (it prints every output tensor;
+        `--out FILE.npz` saves them to compare with the spec)."""
+        sizes = ",".join(f"{k}={v}" for k, v in self.sizes.items())
+        which = f" --kernel {kernel}" if kernel else ""
+        return (f"tilesafe run {shlex.quote(path)}{which} --size {sizes} --seed {self.seed} "
+                f"--inputs {run_kind(self.exact, self.profile)}")
 
 
 @dataclass(frozen=True)
@@ -84,19 +105,20 @@ class ValueCheck:
 
 def check(kernel: ir.Kernel, sizes_list: list[dict[str, int]] | None = None,
           seed: int = 0, specs: tuple[ir.Ensures, ...] | None = None,
-          profile: Profile = Profile.PLAIN) -> list[ValueCheck]:
+          profile: Profile = Profile.PLAIN, exact: bool | None = None) -> list[ValueCheck]:
     """One ValueCheck per clause of `specs` (default: every `ensures` of `kernel`), from one
-    interpreter run per size with inputs of `profile`."""
+    interpreter run per size with inputs of `profile`; small integers when `exact` (by
+    default when some clause of the kernel has an order-free sum, `exact_inputs`)."""
     specs = kernel.ensures if specs is None else specs
     if not specs:
         return []
+    exact = exact_inputs(kernel) if exact is None else exact
     with np.errstate(all="ignore"):  # special inputs: inf * 0 is NaN, not a warning
-        return _check(kernel, sizes_list, seed, specs, profile)
+        return _check(kernel, sizes_list, seed, specs, profile, exact)
 
 
 def _check(kernel: ir.Kernel, sizes_list: list[dict[str, int]] | None, seed: int,
-           specs: tuple[ir.Ensures, ...], profile: Profile) -> list[ValueCheck]:
-    exact = exact_inputs(kernel)
+           specs: tuple[ir.Ensures, ...], profile: Profile, exact: bool) -> list[ValueCheck]:
     runs: list[list[dict[str, int]]] = [[] for _ in specs]
     skipped: list[list[str]] = [[] for _ in specs]
     found: list[Mismatch | None] = [None for _ in specs]
@@ -121,7 +143,7 @@ def _check(kernel: ir.Kernel, sizes_list: list[dict[str, int]] | None, seed: int
                 continue
             try:
                 mismatch = compare(kernel, spec, sizes, seed, exact, arrays, result, shapes,
-                                   profile)
+                                   profile, rerun=_rerun(sizes, arrays))
             except (spec_eval.SpecOutOfBounds, evaluate.EvalError, ZeroDivisionError,
                     OverflowError) as err:
                 skipped[i].append(f"{_sizes_text(sizes)}: the spec has no value: {err}")
@@ -130,6 +152,12 @@ def _check(kernel: ir.Kernel, sizes_list: list[dict[str, int]] | None, seed: int
             found[i] = mismatch
     return [ValueCheck(tuple(r), m, tuple(s)) for r, m, s in zip(runs, found, skipped,
                                                                  strict=True)]
+
+
+def _rerun(sizes: dict[str, int], arrays: Mapping[str, np.ndarray]
+           ) -> Callable[[ir.Kernel], RunResult]:
+    """The same launch on the same inputs, for a variant of the kernel (the fill probe)."""
+    return lambda k: run_kernel(k, sizes, arrays, max_steps=MAX_STEPS)
 
 
 def exact_inputs(kernel: ir.Kernel) -> bool:
@@ -147,8 +175,11 @@ def replay(kernel: ir.Kernel, sizes: dict[str, int], seed: int, exact: bool,
 
 def compare(kernel: ir.Kernel, spec: ir.Ensures, sizes: dict[str, int], seed: int,
             exact: bool, arrays: Mapping[str, np.ndarray], result: RunResult,
-            shapes: Mapping[str, tuple[int, ...]], profile: Profile = Profile.PLAIN
-            ) -> Mismatch | None:
+            shapes: Mapping[str, tuple[int, ...]], profile: Profile = Profile.PLAIN,
+            rerun: Callable[[ir.Kernel], RunResult] | None = None) -> Mismatch | None:
+    """The first output element where the run differs from the spec, classified; `rerun`
+    runs the same launch for a variant of the kernel (to ask whether a TMA fill value
+    flowed into the element, `_fill_arrived`; without it, no element is a fill)."""
     want = spec_eval.expected(kernel, spec, sizes, arrays, shapes)
     got = result.tensors[spec.tensor]
     differ = ~same_bits(got, want)
@@ -164,7 +195,8 @@ def compare(kernel: ir.Kernel, spec: ir.Ensures, sizes: dict[str, int], seed: in
         expects = f"{load.tensor}[{', '.join(map(str, idx))}]"
     received = (_find_source(kernel, arrays, g)
                 if not exact and profile is Profile.PLAIN else None)
-    code = _classify(spec, load, g, w, received, arrays, kernel)
+    fill = rerun is not None and _fill_arrived(kernel, spec, element, got, g, w, rerun)
+    code = _classify(spec, load, received, fill)
     return Mismatch(code, dict(sizes), seed, exact, profile, spec.tensor, element, g, w,
                     received, expects, int(differ.sum()))
 
@@ -208,13 +240,11 @@ def _find_source(kernel: ir.Kernel, arrays: Mapping[str, np.ndarray], value: obj
         "holding the same value)"
 
 
-def _classify(spec: ir.Ensures, load: ir.Load | None, got: object, want: object,
-              received: str | None, arrays: Mapping[str, np.ndarray],
-              kernel: ir.Kernel) -> str:
-    """The kind of value bug (one code, one meaning): a fill value (only a kernel with TMA
-    loads has one: the copy engine's out-of-bounds zero or NaN), a moved element, a sum's
-    contributions, or other arithmetic."""
-    if _fill_arrived(spec, got, want, arrays, kernel):
+def _classify(spec: ir.Ensures, load: ir.Load | None, received: str | None,
+              fill: bool) -> str:
+    """The kind of value bug (one code, one meaning): a fill value that flowed into the
+    element, a moved element, a sum's contributions, or other arithmetic."""
+    if fill:
         return FILL
     if load is not None:
         return MOVED if received is not None else VALUE
@@ -223,24 +253,38 @@ def _classify(spec: ir.Ensures, load: ir.Load | None, got: object, want: object,
     return VALUE
 
 
-def _fill_arrived(spec: ir.Ensures, got: object, want: object,
-                  arrays: Mapping[str, np.ndarray], kernel: ir.Kernel) -> bool:
-    """Did an out-of-bounds TMA fill arrive where the spec wants data? Only a TMA load has
-    a fill, of its tensormap's kind: NaN can only be a NaN fill when no input holds NaN (a
-    fragment's poison is NaN too, and that is not a fill); 0.0 can only be the zero fill
-    when the spec is not a sum (a sum of dropped contributions is 0.0 too, and that is
-    TS803's)."""
+def _fill_arrived(kernel: ir.Kernel, spec: ir.Ensures, element: tuple[int, ...],
+                  got_array: np.ndarray, got: object, want: object,
+                  rerun: Callable[[ir.Kernel], RunResult]) -> bool:
+    """Did an out-of-bounds TMA fill value arrive where the spec wants data?
+
+    Decided by cause, not by look: the same launch is run again with every tensormap's fill
+    swapped (zero <-> NaN); the fill arrived exactly when the element changes. A 0.0 or a
+    NaN that arithmetic made (`x - x`, a poisoned fragment, a NaN input) does not change,
+    so it is not called a fill -- in a kernel without TMA loads there is no fill at all.
+    Only a value that is itself a fill (0.0 under `oob zero`, NaN under `oob nan`) is
+    asked about, and for a spec with an order-free sum only the NaN fill: zero fills are
+    legitimate +0.0 contributions there, so a wrong sum is the sum's (TS803)."""
     if not isinstance(got, float):
         return False
-    fills = {kernel.tensormap(s.tensormap).oob_fill for s in walk.statements(kernel.body)
-             if isinstance(s, ir.TmaLoad)}
+    loads = {s.tensormap for s in walk.statements(kernel.body) if isinstance(s, ir.TmaLoad)}
+    fills = {kernel.tensormap(n).oob_fill for n in loads}
     if isinstance(want, float) and (want != want or want == 0.0):
         return False
     if got != got:
-        return "nan" in fills and not any(np.isnan(as_float(arrays[t.name], t.dtype)).any()
-                                          for t in kernel.params
-                                          if t.role.defined_on_entry and t.dtype.is_float)
-    return got == 0.0 and "zero" in fills and not _has_sum(spec.rhs)
+        if "nan" not in fills:
+            return False
+    elif got != 0.0 or "zero" not in fills or _has_sum(spec.rhs):
+        return False
+    swapped = tuple(dataclasses.replace(t, oob_fill="nan" if t.oob_fill == "zero" else "zero")
+                    if t.name in loads else t for t in kernel.tensormaps)
+    try:
+        other = rerun(dataclasses.replace(kernel, tensormaps=swapped))
+    except InterpError:
+        return False
+    before = got_array[element]
+    after = other.tensors[spec.tensor][element]
+    return not bool(same_bits(np.asarray([before]), np.asarray([after]))[0])
 
 
 def _has_sum(e: ir.Expr) -> bool:
@@ -250,6 +294,8 @@ def _has_sum(e: ir.Expr) -> bool:
 def _plain(v: object) -> object:
     if isinstance(v, float) and v != v:
         return "NaN"
+    if isinstance(v, float) and v in (float("inf"), float("-inf")):
+        return "inf" if v > 0 else "-inf"
     return v
 
 
@@ -259,6 +305,8 @@ def _inputs_text(exact: bool, profile: Profile) -> str:
         return f"{base} with special values (inf, NaN, zeros, extremes)"
     if profile is Profile.WIDE:
         return "integers times 4096 (their sums overflow f16)"
+    if profile is Profile.EDGES:
+        return f"{base} with a special value at every corner of every input"
     return base
 
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from tilesafe.frontend import ir
 from tilesafe.frontend import walk as ir_walk
+from tilesafe.frontend.fmt import without_spans
 from tilesafe.frontend.fold import Algebra, fold
 from tilesafe.frontend.ir_build import add as _add
 from tilesafe.frontend.ir_build import const as _int
@@ -284,6 +285,9 @@ class Executor:
 
     def branch(self, s: ir.If, ctx: _Ctx) -> None:
         cond = s.cond
+        picked = self.data_condition(cond, ctx)
+        if picked is not None and self.selected_store(s, picked, ctx):
+            return
         neg = ir.UnOp(cond.span, BOOL, "!", cond)
         then = self.nested(ctx, None, guards=ctx.guards + (cond,))
         self.block(s.then, then)
@@ -295,7 +299,34 @@ class Executor:
         for uid in _assigned(s.then) | _assigned(s.orelse):
             if uid in ctx.vals:
                 a, b = then.vals[uid], orelse.vals[uid]
-                ctx.vals[uid] = a if a == b else Ite(cond, ctx.inst(), a, b)
+                ctx.vals[uid] = (a if a == b else Ite(cond, ctx.inst(), a, b)
+                                 if picked is None else Op(SELECT, (picked, a, b)))
+
+    def data_condition(self, cond: ir.Expr, ctx: _Ctx) -> Term | None:
+        """A condition on data (it reads memory: `x[i] > 0.0`) as a boolean value term, or
+        None: an affine condition is a set of instances (Ite), and a condition that mixes
+        integers into it is not decided on values (semantics/value/value_fp.py)."""
+        if not _reads_memory(cond):
+            return None
+        try:
+            return fold(cond, ConditionTerms(ctx))
+        except Unsupported:
+            return None
+
+    def selected_store(self, s: ir.If, picked: Term, ctx: _Ctx) -> bool:
+        """`if c { T[idx] = a } else { T[idx] = b }` with c on data: one write of T[idx] on
+        every instance, its value `select(c, a, b)` -- each branch alone writes under a
+        guard on data, which no instance set can express."""
+        if len(s.then) != 1 or len(s.orelse) != 1:
+            return False
+        a, b = s.then[0], s.orelse[0]
+        if not (isinstance(a, ir.Store) and isinstance(b, ir.Store)
+                and a.space is b.space is ir.Space.GLOBAL and a.tensor == b.tensor
+                and without_spans(a.indices) == without_spans(b.indices)):
+            return False
+        value = Op(SELECT, (picked, self.value(a.value, ctx), self.value(b.value, ctx)))
+        self.writes.append(Write(a.tensor, a.space, a.indices, value, ctx.inst(), a.span))
+        return True
 
     def tma_load(self, s: ir.TmaLoad, ctx: _Ctx) -> None:
         tm = self.k.tensormap(s.tensormap)
@@ -351,6 +382,30 @@ class TermAlgebra(Algebra[Term]):
 
     def to_float(self, x: Term, e: ir.Expr) -> Term:
         return Op("cvt.f32", (x,))
+
+
+SELECT = "select"  # select(c, a, b): a where the data condition c holds, else b
+
+
+class ConditionTerms(TermAlgebra):
+    """A condition on data as a boolean term: float comparisons of value terms and their
+    `!`, `&&`, `||` (what value_fp.py decides); anything integer is not one."""
+
+    def __init__(self, ctx: _Ctx) -> None:
+        self.values = KernelTerms(ctx)
+
+    def op(self, name: str, e: ir.Expr, args: list[Term]) -> Term:
+        if name in ("and", "or", "not") or (name.startswith("f32.") and e.type is BOOL):
+            return Op(name, tuple(args))
+        if e.type is BOOL:
+            raise Unsupported("an integer comparison in a condition on data")
+        return self.values.op(name, e, args)
+
+    def whole(self, e: ir.Expr) -> Term | None:
+        return self.values.whole(e)  # an integer constant compared with a float
+
+    def leaf(self, e: ir.Expr) -> Term:
+        return self.values.leaf(e)
 
 
 class KernelTerms(TermAlgebra):
