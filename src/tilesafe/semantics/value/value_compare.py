@@ -304,13 +304,24 @@ class Compare:
             if dom.involves_dims(isl.dim_type.set, self.s.pos[n], 1):
                 raise NotProved(f"a sum's instances constrain coordinate {n}, which is neither "
                                 "fixed for the output element nor ranging over the sum")
-        d = dom & self.s.pinned(pinned)
         outs = [self.s.dim(n) for n in self.s.names if n in self.outer]
         for leaf in _leaves(body):
             if isinstance(leaf, Glob):
                 outs += [self.s.term(i, leaf.inst) for i in leaf.indices]
             elif isinstance(leaf, IntV):
                 outs.append(self.s.term(leaf.expr, leaf.inst))
+        runs = list(reversed(_runs(sorted(self.s.pos[n] for n in pinned))))
+        if not any(o.involves_dims(isl.dim_type.in_, first, n) for o in outs
+                   for first, n in runs):
+            # Neither the instances nor the values depend on the pinned coordinates: drop
+            # them before building the map (~100 of them in a reduction tree's space)
+            # rather than pin them to 0 and project them out of the map afterwards.
+            small = dom
+            for first, n in runs:
+                small = small.project_out(isl.dim_type.set, first, n)
+                outs = [o.drop_dims(isl.dim_type.in_, first, n) for o in outs]
+            return self._image_map(outs, small)
+        d = dom & self.s.pinned(pinned)
         lst = isl.PwAffList.alloc(self.s.ctx, len(outs))
         for o in outs:
             lst = lst.add(o)
@@ -323,6 +334,18 @@ class Compare:
         # few coordinates left is far cheaper than over the whole space (~100 dims).
         for first, n in reversed(_runs(sorted(self.s.pos[n] for n in pinned))):
             m = m.project_out(isl.dim_type.in_, first, n)
+        return m.range(), m.is_injective()
+
+    def _image_map(self, outs: list[isl.PwAff], dom: isl.Set) -> tuple[isl.Set, bool]:
+        """image's result from the values `outs` on the instances `dom` (one space)."""
+        lst = isl.PwAffList.alloc(self.s.ctx, len(outs))
+        for o in outs:
+            lst = lst.add(o)
+        rng = isl.Space.create_from_names(self.s.ctx, set=[f"o{i}" for i in range(len(outs))],
+                                          params=list(self.s.sizes))
+        mspace = dom.get_space().map_from_domain_and_range(rng)
+        m = isl.Map.from_multi_pw_aff(isl.MultiPwAff.from_pw_aff_list(mspace, lst))
+        m = m.intersect_domain(dom)
         return m.range(), m.is_injective()
 
 

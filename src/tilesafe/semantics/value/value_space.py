@@ -187,7 +187,17 @@ class ValueSpace:
         """A set over some of this space's coordinates (`[names]|set`) as a set of it."""
         names_text, set_text = text.split("|", 1)
         names = [n.strip(" '") for n in names_text.strip("[]").split(",")]
-        small = isl.Set.read_from_str(self.ctx, set_text)
+        small = isl.Set.read_from_str(self.ctx, set_text).align_params(self.space.params())
+        if all(n in self.pos for n in names):
+            # the preimage under the projection onto those coordinates: no map text of
+            # every coordinate to parse (a reduction tree's space has ~100)
+            ls = isl.LocalSpace.from_space(self.space)
+            lst = isl.AffList.alloc(self.ctx, len(names))
+            for n in names:
+                lst = lst.add(isl.Aff.var_on_domain(ls, isl.dim_type.set, self.pos[n]))
+            ma = isl.MultiAff.from_aff_list(
+                self.space.map_from_domain_and_range(small.get_space()), lst)
+            return small.preimage_multi_aff(ma)
         params = ", ".join(self.sizes)
         m = isl.Map.read_from_str(self.ctx, f"[{params}] -> {{ [{', '.join(names)}] -> "
                                   f"[{', '.join(self.names)}] }}")
