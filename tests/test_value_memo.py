@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tilesafe.frontend.load import compile_source
-from tilesafe.semantics.value import valueflow
+from tilesafe.semantics.value import value_paths, valueflow
 from tilesafe.semantics.value.value_space import NotProved
 
 TREE = """kernel tree(x: in global f32[M, 8], out: out global f32[M])
@@ -68,3 +68,44 @@ def test_wrong_tree_is_not_proved(a: int) -> None:
     k = _kernel(a)  # thread + 3 adds x[i, 3] twice and misses x[i, 4]; + 5 reads past 4
     with pytest.raises(NotProved):
         valueflow.prove(k, k.ensures[0])
+
+
+_FAST = value_paths.prove_sum  # before any test patches it
+
+
+def _both_ways(monkeypatch, kernel) -> list[bool]:
+    """Prove `kernel`'s clause with every order-free sum decided twice: path by path
+    (value_paths) and in the shared space (Compare.sum's own loop). Returns, per sum,
+    whether the path-local proof succeeded; it must never succeed where the shared one
+    fails."""
+    from tilesafe.semantics.value import value_compare, value_paths
+
+    fast = _FAST
+    outcomes: list[bool] = []
+
+    def checked(cmp, k, s, ctx):
+        try:
+            fast(cmp, k, s, ctx)
+            ok = True
+        except (value_paths.Fallback, NotProved):
+            ok = False
+        outcomes.append(ok)
+        raise value_paths.Fallback  # always let the shared-space loop decide as well
+
+    monkeypatch.setattr(value_paths, "prove_sum", checked)
+    try:
+        valueflow.prove(kernel, kernel.ensures[0])
+        shared = True
+    except NotProved:
+        shared = False
+    assert value_compare.value_paths.prove_sum is checked
+    assert shared or not any(outcomes), "the path-local proof proved a sum the shared one refutes"
+    return outcomes
+
+
+def test_path_local_sums_agree_with_the_shared_space(monkeypatch) -> None:
+    assert _both_ways(monkeypatch, _kernel(4)) == [True]
+    assert _both_ways(monkeypatch, _kernel(0)) == [False]  # x[i, t] twice, x[i, t + 4] never
+    k = compile_source(open("corpus/good/tile_history.tsk", encoding="utf-8").read(),
+                       "tile_history.tsk").kernels[0]
+    assert _both_ways(monkeypatch, k) == [True]

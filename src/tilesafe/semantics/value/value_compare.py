@@ -19,7 +19,7 @@ import numpy as np
 
 from tilesafe.frontend import ir
 from tilesafe.semantics.expr import evaluate, fp
-from tilesafe.semantics.value import value_intsum
+from tilesafe.semantics.value import value_intsum, value_paths
 from tilesafe.semantics.value.value_space import NotProved, ValueSpace, zero
 from tilesafe.semantics.value.value_terms import (
     Accum,
@@ -41,10 +41,14 @@ _COMMUTATIVE = ("f32.add", "f32.mul", "int.add", "int.mul")
 
 
 class Compare:
-    def __init__(self, space: ValueSpace, out_dtype: ir.DType, outer: set[str]) -> None:
+    def __init__(self, space: ValueSpace, out_dtype: ir.DType, outer: set[str],
+                 outer_insts: list[Inst] | None = None) -> None:
         self.s = space
         self.out_dtype = out_dtype
         self.outer = outer  # coordinates fixed for one output element
+        # the statements those coordinates belong to (blocks aside), when known: then an
+        # order-free sum is compared path by path (semantics/value/value_paths.py)
+        self.outer_insts = outer_insts
 
     def fail(self, why: str, where: isl.Set) -> None:
         if len(why) > 400:
@@ -57,12 +61,14 @@ class Compare:
         for one output element too (the link determines the writer from the reader), so a
         sum below must keep them rather than pin them to 0 -- pinned, the link's constraints
         on them could empty both images and make any two sums look equal."""
-        saved = self.outer
+        saved, saved_insts = self.outer, self.outer_insts
         self.outer = saved | set(self.s.inst_dims(writer))
+        if saved_insts is not None:
+            self.outer_insts = saved_insts + [writer]
         try:
             yield
         finally:
-            self.outer = saved
+            self.outer, self.outer_insts = saved, saved_insts
 
     def equal(self, k: Term, s: Term, ctx: isl.Set, top: bool = False) -> None:
         """Prove k == s on every point of ctx (bit-exact values). `top`: k flows unchanged
@@ -162,6 +168,11 @@ class Compare:
         if s.ordered:
             self.seq_sum(k, s, ctx)
             return
+        try:
+            value_paths.prove_sum(self, k, s, ctx)  # the same argument, path-local spaces
+            return
+        except (value_paths.Fallback, NotProved):
+            pass  # here, in the shared space: what fails, where
         parts = list(self.contributions(k, ctx))
         spec_dom = ctx & self.s.domain(s.inst)
         spec_img, spec_inj = self.image(s.body, spec_dom, {self.s.loop_name(

@@ -68,6 +68,9 @@ class ValueSpace:
         self._pins: dict[frozenset[str], isl.Set] = {}
         self._terms: dict[tuple[int, Inst], tuple[ir.Expr, isl.PwAff]] = {}
         self._domains: dict[Inst, isl.Set] = {}
+        # order texts (`embed`) parsed: shared by the spaces of one proof, which read the
+        # same last-writer sets under different coordinate names
+        self.parsed: dict[str, isl.Set] = {}
         where = affine.exact_set(isl.Set.universe(self.space))
         env = AffineEnv(self.space)
         blocks = self.universe()
@@ -187,7 +190,10 @@ class ValueSpace:
         """A set over some of this space's coordinates (`[names]|set`) as a set of it."""
         names_text, set_text = text.split("|", 1)
         names = [n.strip(" '") for n in names_text.strip("[]").split(",")]
-        small = isl.Set.read_from_str(self.ctx, set_text).align_params(self.space.params())
+        small = self.parsed.get(set_text)
+        if small is None:
+            small = self.parsed[set_text] = isl.Set.read_from_str(self.ctx, set_text)
+        small = small.align_params(self.space.params())
         if all(n in self.pos for n in names):
             # the preimage under the projection onto those coordinates: no map text of
             # every coordinate to parse (a reduction tree's space has ~100)

@@ -146,6 +146,7 @@ class Prover:
         self._last: dict[tuple, str | None] = {}  # last_writer's answers per statement pair
         self._ordered: set[tuple] = set()  # (read, indices, write, indices) proved ordered
         self._spaces: dict[tuple[str, ...], ValueSpace] = {}
+        self._parsed: dict[str, isl.Set] = {}  # order texts, parsed once (ValueSpace.embed)
 
     def space(self, involved: list[Inst]) -> ValueSpace:
         """One ISL space over the blocks and every coordinate of `involved`; spaces with the
@@ -155,6 +156,7 @@ class Prover:
         if hit is None:
             hit = self._spaces[names] = ValueSpace(self.kernels, self.ctx, self.phases,
                                                    involved)
+            hit.parsed = self._parsed
         return hit
 
     def fresh_ns_map(self):
@@ -395,7 +397,7 @@ class Prover:
                 space.term(idx, store))
         outer = {n for n in space.names if is_block(n)}
         outer |= set(space.inst_dims(store)) | set(space.inst_dims(sinst))
-        Compare(space, out.dtype, outer).equal(value, sterm, ctx, top=True)
+        Compare(space, out.dtype, outer, [store, sinst]).equal(value, sterm, ctx, top=True)
 
 
 # ---- the spec as a term ----------------------------------------------------------------------
