@@ -1,7 +1,12 @@
-"""The value proof's memoised last-writer answers (issue 19): a reduction tree reads one
-statement's element in many namespaces, and the answer computed once is reused with its
-coordinates renamed. Every reused answer must denote the set a fresh computation gives, and
-the proof must still fail on a tree that adds an element twice or misses one."""
+"""The value proof's shortcuts of issue 19, against the long way round.
+
+* Memoised last-writer answers: a reduction tree reads one statement's element in many
+  namespaces, and the answer computed once is reused with its coordinates renamed. Every
+  reused answer must denote the set a fresh computation gives, and the proof must still fail
+  on a tree that adds an element twice or misses one.
+* Path-local sums (semantics/value/value_paths.py): every order-free sum is also decided in
+  the space of all coordinates (Compare.sum's own loop); the path-local proof must never
+  succeed where that one fails, and must succeed on the reduction kernels it is for."""
 
 from __future__ import annotations
 
