@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import islpy as isl
@@ -283,7 +284,7 @@ def _minkowski(part: isl.Set, inner: list[int], splits: list[_Split],
             extents = extents.upper_bound_val(SET, k, isl.Val.int_from_si(extents.get_ctx(),
                                                                           extent - 1))
         offsets = offsets.sum(extents)
-    offsets = _as_boxes(offsets, _offset_points(prod.inner, inner, splits, box))
+    offsets = _as_boxes(offsets, lambda: _offset_points(prod.inner, inner, splits, box))
     lattice = _lattice([s.outer for s in splits], offsets)
     if lattice is None:
         return origins.sum(offsets)
@@ -406,16 +407,19 @@ def _offset_points(inner_part: isl.Set, inner: list[int], splits: list[_Split],
     return points
 
 
-def _as_boxes(offsets: isl.Set, known: set[tuple[int, ...]] | None = None) -> isl.Set:
+def _as_boxes(offsets: isl.Set,
+              points: Callable[[], set[tuple[int, ...]] | None] | None = None) -> isl.Set:
     """The offsets as a union of boxes (a set without divisions or existentials, which the
     later subtraction handles cheaply) when they are few enough to enumerate: one box
     when they fill their bounding box (counted), else the boxes of an exact cover (a tile
-    walked one sweep short is two boxes); otherwise as they are. `known`: the offsets'
-    points when the caller has them (_offset_points), which spares ISL counting them."""
+    walked one sweep short is two boxes); otherwise as they are. `points`: the caller's
+    way to list the offsets (_offset_points), asked when the set has existentials, which
+    ISL counts slowly."""
     offsets = offsets.coalesce()
     if offsets.is_empty() or not offsets.is_bounded():
         return offsets
     free = offsets.project_out(PARAM, 0, offsets.dim(PARAM))
+    known = points() if points is not None and _has_existentials(free) else None
     lows, highs = [], []
     if known:
         for k in range(free.dim(SET)):
@@ -449,6 +453,12 @@ def _as_boxes(offsets: isl.Set, known: set[tuple[int, ...]] | None = None) -> is
             part = part.upper_bound_val(SET, k, isl.Val.int_from_si(part.get_ctx(), hi))
         out = out.union(part)
     return out.align_params(offsets.get_space())
+
+
+def _has_existentials(s: isl.Set) -> bool:
+    pieces: list[isl.BasicSet] = []
+    s.foreach_basic_set(pieces.append)
+    return any(b.dim(DIV) for b in pieces)
 
 
 Box = tuple[tuple[int, int], ...]  # inclusive bounds per dim
