@@ -50,3 +50,10 @@ def test_cached_parser_tables_parse_like_fresh_ones(tmp_path, monkeypatch) -> No
     assert fresh.parse(source) == writes.parse(source)
     assert os.path.getsize(path) > 0
     assert reads.parse(source) == fresh.parse(source)
+
+
+def test_unwritable_cache_directory_parses_without_a_cache(tmp_path, monkeypatch) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory", encoding="utf-8")
+    monkeypatch.setenv("TILESAFE_CACHE_DIR", str(blocker / "below"))
+    assert parser._cache_file("grammar text") is None

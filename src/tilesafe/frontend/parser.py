@@ -39,20 +39,20 @@ def _cache_file(grammar: str) -> str | None:
     be made. Per user and not in the shared temporary directory: the file is a pickle, and
     nobody else should be able to plant one."""
     root = os.environ.get("TILESAFE_CACHE_DIR")
-    if root:
-        base = Path(root)
-    elif sys.platform == "win32":
-        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
-    elif sys.platform == "darwin":
-        base = Path.home() / "Library" / "Caches"
-    else:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    folder = (base if root else base / "tilesafe") / "parser"
-    digest = hashlib.sha256(grammar.encode()).hexdigest()[:16]
     try:
+        if root:
+            base = Path(root)
+        elif sys.platform == "win32":
+            base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+        elif sys.platform == "darwin":
+            base = Path.home() / "Library" / "Caches"
+        else:
+            base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        folder = (base if root else base / "tilesafe") / "parser"
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    except OSError:
+    except (OSError, RuntimeError, KeyError):  # no home directory, a read-only one
         return None
+    digest = hashlib.sha256(grammar.encode()).hexdigest()[:16]
     return str(folder / f"lalr-{digest}-lark{lark.__version__}-py{sys.version_info[0]}"
                         f"{sys.version_info[1]}.pickle")
 
