@@ -34,8 +34,6 @@ from tilesafe.semantics.temporal.events import (
     Unsupported,
     build_model,
     free_vars,
-    happens_before,
-    reads_after_writes,
 )
 from tilesafe.semantics.temporal.explore import (
     Finding,
@@ -45,6 +43,7 @@ from tilesafe.semantics.temporal.explore import (
 )
 from tilesafe.semantics.temporal.explore.state import LoadCopy, State, StoreCopy
 from tilesafe.semantics.temporal.guide import guide_for
+from tilesafe.semantics.temporal.happens_before import happens_before, reads_after_writes
 from tilesafe.semantics.temporal.instrs import Access, Arrive, End
 from tilesafe.semantics.temporal.parametric import (
     Config,

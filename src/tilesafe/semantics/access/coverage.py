@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import islpy as isl
@@ -283,7 +284,7 @@ def _minkowski(part: isl.Set, inner: list[int], splits: list[_Split],
             extents = extents.upper_bound_val(SET, k, isl.Val.int_from_si(extents.get_ctx(),
                                                                           extent - 1))
         offsets = offsets.sum(extents)
-    offsets = _as_boxes(offsets)
+    offsets = _as_boxes(offsets, lambda: _offset_points(prod.inner, inner, splits, box))
     lattice = _lattice([s.outer for s in splits], offsets)
     if lattice is None:
         return origins.sum(offsets)
@@ -364,30 +365,83 @@ def _apply(affs: list[isl.Aff], domain: isl.Set) -> isl.Set:
     return m.intersect_domain(domain).range()
 
 
-def _as_boxes(offsets: isl.Set) -> isl.Set:
+def _offset_points(inner_part: isl.Set, inner: list[int], splits: list[_Split],
+                   box: tuple[int, ...]) -> set[tuple[int, ...]] | None:
+    """The in-tile offsets { offset(i) (+ box) : i in inner part } as points, computed by
+    evaluating the offset terms on the points of the inner part, or None (too many, or a
+    term reads something but the inner dims). Why: the offset set itself has the inner
+    dims as existentials, and ISL counts or enumerates a wgmma fragment's 8,192 offsets
+    that way in ~2.5 s; the inner part is a plain box of threads and register loops."""
+    n, nparam = inner_part.dim(SET), inner_part.dim(PARAM)
+    others = [j for j in range(n) if j not in inner]
+    if box and len(box) != len(splits):
+        return None
+    for s in splits:
+        if (nparam and s.inner.involves_dims(PARAM, 0, nparam)) or any(
+                s.inner.involves_dims(IN, j, 1) for j in others):
+            return None
+    # the inner part constrains neither the other dims nor the sizes: fix them to 0
+    at = inner_part
+    for j in others:
+        at = at.fix_val(SET, j, isl.Val.zero(at.get_ctx()))
+    for j in range(nparam):
+        at = at.fix_val(PARAM, j, isl.Val.zero(at.get_ctx()))
+    if at.is_empty() or not at.is_bounded():
+        return None
+    lows = [at.dim_min_val(j).to_python() for j in inner]
+    highs = [at.dim_max_val(j).to_python() for j in inner]
+    room = math.prod(hi - lo + 1 for lo, hi in zip(lows, highs, strict=True))
+    if room * math.prod(box) > COUNT_LIMIT:
+        return None
+    points: set[tuple[int, ...]] = set()
+
+    def add(p: isl.Point) -> None:
+        base = tuple(s.inner.eval(p).to_python() for s in splits)
+        if not box:
+            points.add(base)
+            return
+        for extra in itertools.product(*(range(e) for e in box)):
+            points.add(tuple(b + e for b, e in zip(base, extra, strict=True)))
+
+    at.foreach_point(add)
+    return points
+
+
+def _as_boxes(offsets: isl.Set,
+              points: Callable[[], set[tuple[int, ...]] | None] | None = None) -> isl.Set:
     """The offsets as a union of boxes (a set without divisions or existentials, which the
     later subtraction handles cheaply) when they are few enough to enumerate: one box
     when they fill their bounding box (counted), else the boxes of an exact cover (a tile
-    walked one sweep short is two boxes); otherwise as they are."""
+    walked one sweep short is two boxes); otherwise as they are. `points`: the caller's
+    way to list the offsets (_offset_points), asked when the set has existentials, which
+    ISL counts slowly."""
     offsets = offsets.coalesce()
     if offsets.is_empty() or not offsets.is_bounded():
         return offsets
     free = offsets.project_out(PARAM, 0, offsets.dim(PARAM))
+    known = points() if points is not None and _has_existentials(free) else None
     lows, highs = [], []
-    for k in range(free.dim(SET)):
-        lows.append(free.dim_min_val(k).to_python())
-        highs.append(free.dim_max_val(k).to_python())
+    if known:
+        for k in range(free.dim(SET)):
+            lows.append(min(p[k] for p in known))
+            highs.append(max(p[k] for p in known))
+    else:
+        for k in range(free.dim(SET)):
+            lows.append(free.dim_min_val(k).to_python())
+            highs.append(free.dim_max_val(k).to_python())
     size = 1
     for lo, hi in zip(lows, highs, strict=True):
         size *= hi - lo + 1
     if size > COUNT_LIMIT:
         return offsets
-    if free.count_val().to_python() == size:
+    count = len(known) if known else free.count_val().to_python()
+    if count == size:
         boxes = [tuple(zip(lows, highs, strict=True))]
     else:
-        points: list[tuple[int, ...]] = []
-        free.foreach_point(lambda p: points.append(tuple(
-            p.get_coordinate_val(SET, k).to_python() for k in range(free.dim(SET)))))
+        points: list[tuple[int, ...]] = list(known or ())
+        if not known:
+            free.foreach_point(lambda p: points.append(tuple(
+                p.get_coordinate_val(SET, k).to_python() for k in range(free.dim(SET)))))
         boxes = _cover(sorted(points))
         if len(boxes) > BOX_LIMIT:
             return offsets
@@ -399,6 +453,12 @@ def _as_boxes(offsets: isl.Set) -> isl.Set:
             part = part.upper_bound_val(SET, k, isl.Val.int_from_si(part.get_ctx(), hi))
         out = out.union(part)
     return out.align_params(offsets.get_space())
+
+
+def _has_existentials(s: isl.Set) -> bool:
+    pieces: list[isl.BasicSet] = []
+    s.foreach_basic_set(pieces.append)
+    return any(b.dim(DIV) for b in pieces)
 
 
 Box = tuple[tuple[int, int], ...]  # inclusive bounds per dim

@@ -31,8 +31,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-import networkx as nx
-
 from tilesafe.frontend import ir
 from tilesafe.frontend.ir import describe_threads
 from tilesafe.frontend.span import Span
@@ -537,64 +535,3 @@ class TraceStep:
     copy_id: int = -1  # copy issued (tma_*) or completed (copy_*)
     reads: tuple[str, ...] = ()  # shared-memory regions read (ownership runs)
     writes: tuple[str, ...] = ()  # shared-memory regions written
-
-
-def happens_before(steps: tuple[TraceStep, ...]) -> nx.DiGraph:
-    """Happens-before graph of one run: program order per agent, issue -> completion for
-    every copy, phase completion -> the waits that observed it, and `sync` (a joint step,
-    so program order through it already orders everything before it)."""
-    g = nx.DiGraph()
-    last: dict[str, int] = {}
-    completed: dict[tuple[str, int], int] = {}
-    contributed: dict[tuple[str, int], list[int]] = {}
-    issued: dict[int, int] = {}
-    phase_now: dict[str, int] = {}
-    for st in steps:
-        g.add_node(st.index, agents=st.agents, kind=st.kind, line=st.line, detail=st.detail)
-        for a in st.agents:
-            if a in last:
-                g.add_edge(last[a], st.index, why="program order")
-            last[a] = st.index
-        if st.kind in ("tma_load", "tma_store") and st.copy_id >= 0:
-            issued[st.copy_id] = st.index
-        if st.kind.startswith("copy_") and st.copy_id in issued:
-            g.add_edge(issued[st.copy_id], st.index, why="issue")
-        if st.inst and st.kind in ("arrive", "expect_tx", "copy_load"):
-            n = phase_now.get(st.inst, 0)
-            contributed.setdefault((st.inst, n), []).append(st.index)
-            if st.completes >= 0:
-                completed[(st.inst, st.completes)] = st.index
-                for src in contributed.get((st.inst, st.completes), []):
-                    if src != st.index:
-                        g.add_edge(src, st.index, why="phase")
-                phase_now[st.inst] = st.completes + 1
-        if st.kind == "wait" and st.observes >= 0:
-            src = completed.get((st.inst, st.observes))
-            if src is not None:
-                g.add_edge(src, st.index, why=f"{st.inst} phase {st.observes}")
-    return g
-
-
-def ordered(g: nx.DiGraph, a: int, b: int) -> bool:
-    """True when one of two steps happens before the other in the run's graph."""
-    return nx.has_path(g, a, b) or nx.has_path(g, b, a)
-
-
-def reads_after_writes(steps: tuple[TraceStep, ...], g: nx.DiGraph) -> tuple[int, list[str]]:
-    """Every read of a region must happen after the last write of it before it in the run
-    (else the run read racy data). Returns (ordered pairs, descriptions of unordered ones)."""
-    last_write: dict[str, TraceStep] = {}
-    good, bad = 0, []
-    for st in steps:
-        for region in st.reads:
-            w = last_write.get(region)
-            if w is None:
-                continue
-            if nx.has_path(g, w.index, st.index):
-                good += 1
-            else:
-                bad.append(f"step {st.index + 1} reads {region} written at step {w.index + 1} "
-                           "with no happens-before path")
-        for region in st.writes:
-            last_write[region] = st
-    return good, bad

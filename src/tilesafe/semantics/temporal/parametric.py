@@ -684,6 +684,12 @@ class Argument:
             if sizes is None:
                 continue
             real_t = int(self._eval_t(group, sizes))
+            if real_t in self._done_full and sizes == self._sizes_for(group, real_t):
+                # Explored in full already (the small trip counts tried first): every state
+                # of this system was reached from its initial state, which is more than the
+                # tail from level M_T would cover (issue 19: the same states twice).
+                explored.append(real_t)
+                continue
             shift = real_t - t
             tmach = Machine(self.model, sizes, period=self.period + self.start)
             _share_atoms(tmach, mach)

@@ -19,7 +19,7 @@ import numpy as np
 
 from tilesafe.frontend import ir
 from tilesafe.semantics.expr import evaluate, fp
-from tilesafe.semantics.value import value_fp, value_intsum
+from tilesafe.semantics.value import value_fp, value_intsum, value_paths
 from tilesafe.semantics.value.value_space import NotProved, ValueSpace, zero
 from tilesafe.semantics.value.value_terms import (
     Accum,
@@ -65,10 +65,14 @@ def _identity(t: Term) -> Term:
 
 
 class Compare:
-    def __init__(self, space: ValueSpace, out_dtype: ir.DType, outer: set[str]) -> None:
+    def __init__(self, space: ValueSpace, out_dtype: ir.DType, outer: set[str],
+                 outer_insts: list[Inst] | None = None) -> None:
         self.s = space
         self.out_dtype = out_dtype
         self.outer = outer  # coordinates fixed for one output element
+        # the statements those coordinates belong to (blocks aside), when known: then an
+        # order-free sum is compared path by path (semantics/value/value_paths.py)
+        self.outer_insts = outer_insts
 
     def fail(self, why: str, where: isl.Set) -> None:
         if len(why) > 400:
@@ -81,12 +85,14 @@ class Compare:
         for one output element too (the link determines the writer from the reader), so a
         sum below must keep them rather than pin them to 0 -- pinned, the link's constraints
         on them could empty both images and make any two sums look equal."""
-        saved = self.outer
+        saved, saved_insts = self.outer, self.outer_insts
         self.outer = saved | set(self.s.inst_dims(writer))
+        if saved_insts is not None:
+            self.outer_insts = saved_insts + [writer]
         try:
             yield
         finally:
-            self.outer = saved
+            self.outer, self.outer_insts = saved, saved_insts
 
     def equal(self, k: Term, s: Term, ctx: isl.Set, top: bool = False) -> None:
         """Prove k == s on every point of ctx (bit-exact values). `top`: k flows unchanged
@@ -200,6 +206,11 @@ class Compare:
         if s.ordered:
             self.seq_sum(k, s, ctx)
             return
+        try:
+            value_paths.prove_sum(self, k, s, ctx)  # the same argument, path-local spaces
+            return
+        except (value_paths.Fallback, NotProved):
+            pass  # here, in the shared space: what fails, where
         parts = list(self.contributions(k, ctx))
         spec_dom = ctx & self.s.domain(s.inst)
         spec_img, spec_inj = self.image(s.body, spec_dom, {self.s.loop_name(
@@ -342,13 +353,24 @@ class Compare:
             if dom.involves_dims(isl.dim_type.set, self.s.pos[n], 1):
                 raise NotProved(f"a sum's instances constrain coordinate {n}, which is neither "
                                 "fixed for the output element nor ranging over the sum")
-        d = dom & self.s.pinned(pinned)
         outs = [self.s.dim(n) for n in self.s.names if n in self.outer]
         for leaf in _leaves(body):
             if isinstance(leaf, Glob):
                 outs += [self.s.term(i, leaf.inst) for i in leaf.indices]
             elif isinstance(leaf, IntV):
                 outs.append(self.s.term(leaf.expr, leaf.inst))
+        runs = list(reversed(_runs(sorted(self.s.pos[n] for n in pinned))))
+        if not any(o.involves_dims(isl.dim_type.in_, first, n) for o in outs
+                   for first, n in runs):
+            # Neither the instances nor the values depend on the pinned coordinates: drop
+            # them before building the map (~100 of them in a reduction tree's space)
+            # rather than pin them to 0 and project them out of the map afterwards.
+            small = dom
+            for first, n in runs:
+                small = small.project_out(isl.dim_type.set, first, n)
+                outs = [o.drop_dims(isl.dim_type.in_, first, n) for o in outs]
+            return self._image_map(outs, small)
+        d = dom & self.s.pinned(pinned)
         lst = isl.PwAffList.alloc(self.s.ctx, len(outs))
         for o in outs:
             lst = lst.add(o)
@@ -361,6 +383,18 @@ class Compare:
         # few coordinates left is far cheaper than over the whole space (~100 dims).
         for first, n in reversed(_runs(sorted(self.s.pos[n] for n in pinned))):
             m = m.project_out(isl.dim_type.in_, first, n)
+        return m.range(), m.is_injective()
+
+    def _image_map(self, outs: list[isl.PwAff], dom: isl.Set) -> tuple[isl.Set, bool]:
+        """image's result from the values `outs` on the instances `dom` (one space)."""
+        lst = isl.PwAffList.alloc(self.s.ctx, len(outs))
+        for o in outs:
+            lst = lst.add(o)
+        rng = isl.Space.create_from_names(self.s.ctx, set=[f"o{i}" for i in range(len(outs))],
+                                          params=list(self.s.sizes))
+        mspace = dom.get_space().map_from_domain_and_range(rng)
+        m = isl.Map.from_multi_pw_aff(isl.MultiPwAff.from_pw_aff_list(mspace, lst))
+        m = m.intersect_domain(dom)
         return m.range(), m.is_injective()
 
 

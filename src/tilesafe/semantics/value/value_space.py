@@ -68,6 +68,9 @@ class ValueSpace:
         self._pins: dict[frozenset[str], isl.Set] = {}
         self._terms: dict[tuple[int, Inst], tuple[ir.Expr, isl.PwAff]] = {}
         self._domains: dict[Inst, isl.Set] = {}
+        # order texts (`embed`) parsed: shared by the spaces of one proof, which read the
+        # same last-writer sets under different coordinate names
+        self.parsed: dict[str, isl.Set] = {}
         where = affine.exact_set(isl.Set.universe(self.space))
         env = AffineEnv(self.space)
         blocks = self.universe()
@@ -187,7 +190,20 @@ class ValueSpace:
         """A set over some of this space's coordinates (`[names]|set`) as a set of it."""
         names_text, set_text = text.split("|", 1)
         names = [n.strip(" '") for n in names_text.strip("[]").split(",")]
-        small = isl.Set.read_from_str(self.ctx, set_text)
+        small = self.parsed.get(set_text)
+        if small is None:
+            small = self.parsed[set_text] = isl.Set.read_from_str(self.ctx, set_text)
+        small = small.align_params(self.space.params())
+        if all(n in self.pos for n in names):
+            # the preimage under the projection onto those coordinates: no map text of
+            # every coordinate to parse (a reduction tree's space has ~100)
+            ls = isl.LocalSpace.from_space(self.space)
+            lst = isl.AffList.alloc(self.ctx, len(names))
+            for n in names:
+                lst = lst.add(isl.Aff.var_on_domain(ls, isl.dim_type.set, self.pos[n]))
+            ma = isl.MultiAff.from_aff_list(
+                self.space.map_from_domain_and_range(small.get_space()), lst)
+            return small.preimage_multi_aff(ma)
         params = ", ".join(self.sizes)
         m = isl.Map.read_from_str(self.ctx, f"[{params}] -> {{ [{', '.join(names)}] -> "
                                   f"[{', '.join(self.names)}] }}")

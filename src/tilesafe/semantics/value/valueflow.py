@@ -143,7 +143,10 @@ class Prover:
         self.ns = first_ns
         self.resolved: set[str] = set()
         self.unique: dict[str, bool] = {}
+        self._last: dict[tuple, str | None] = {}  # last_writer's answers per statement pair
+        self._ordered: set[tuple] = set()  # (read, indices, write, indices) proved ordered
         self._spaces: dict[tuple[str, ...], ValueSpace] = {}
+        self._parsed: dict[str, isl.Set] = {}  # order texts, parsed once (ValueSpace.embed)
 
     def space(self, involved: list[Inst]) -> ValueSpace:
         """One ISL space over the blocks and every coordinate of `involved`; spaces with the
@@ -153,6 +156,7 @@ class Prover:
         if hit is None:
             hit = self._spaces[names] = ValueSpace(self.kernels, self.ctx, self.phases,
                                                    involved)
+            hit.parsed = self._parsed
         return hit
 
     def fresh_ns_map(self):
@@ -290,6 +294,9 @@ class Prover:
         or a named barrier, e.g. an mbarrier phase or an asynchronous TMA load, give up)."""
         for w in writers:
             r, wi = read.inst.renamed(-3), w.inst.renamed(-4)
+            key = (r, read.indices, wi, w.indices)
+            if key in self._ordered:
+                continue  # the same statements and indices were decided before: ordered
             space = self.space([r, wi])
             s = space.unordered(r, read.indices, wi, w.indices)
             if not s.is_empty():
@@ -297,10 +304,24 @@ class Prover:
                                 "reads is not ordered with the read by program order, a "
                                 "`sync` or a named barrier (an mbarrier phase, a TMA load, "
                                 "a synchronisation under a condition?)", space.point(s))
+            self._ordered.add(key)
 
     def last_writer(self, link: Link, writers: list) -> str | None:
         """The pairs (read, write) of `link` where the write is the last one of the element
-        before the read, as ISL text over their coordinates; None when there are none."""
+        before the read, as ISL text over their coordinates; None when there are none.
+
+        Memoised per statement pair: a reduction tree reads one statement's element in many
+        namespaces (row_sum_ilp: 63 reads of 11 statements, each against 6 writers), and
+        the answer differs only in the names of the coordinates. The `[names]|set` text is
+        read positionally (ValueSpace.embed), so a cached answer is reused with the names
+        of this link's reader and writer put in its header."""
+        key = (link.reader.renamed(-100), link.reader_idx, link.writer.renamed(-101),
+               link.writer_idx, tuple(id(w) for w in writers))
+        if key not in self._last:
+            self._last[key] = self._last_writer(link, writers)
+        return _retarget(self._last[key], link)
+
+    def _last_writer(self, link: Link, writers: list) -> str | None:
         rivals = [(w.inst.renamed(self.fresh_ns_map()(w.inst.ns)), w.indices)
                   for w in writers]
         space = self.space([link.reader, link.writer] + [r for r, _ in rivals])
@@ -376,7 +397,7 @@ class Prover:
                 space.term(idx, store))
         outer = {n for n in space.names if is_block(n)}
         outer |= set(space.inst_dims(store)) | set(space.inst_dims(sinst))
-        Compare(space, out.dtype, outer).equal(value, sterm, ctx, top=True)
+        Compare(space, out.dtype, outer, [store, sinst]).equal(value, sterm, ctx, top=True)
 
 
 # ---- the spec as a term ----------------------------------------------------------------------
@@ -420,6 +441,21 @@ class SpecTerms(TermAlgebra):
 
     def op(self, name: str, e: ir.Expr, args: list[Term]) -> Term:
         return args[0] if name == "id" else Op(name, tuple(args))
+
+
+def _retarget(order: str | None, link: Link) -> str | None:
+    """A `[names]|set` text (ValueSpace.text over the link's reader and writer) with the
+    names of `link`'s coordinates in its header: the block coordinates stay, the reader's
+    and the writer's follow in that order, as ValueSpace.text writes them."""
+    if order is None:
+        return None
+    header, body = order.split("|", 1)
+    names = [n.strip(" '") for n in header.strip("[]").split(",")]
+    blocks = [n for n in names if is_block(n)]
+    new = blocks + ValueSpace.inst_dims(link.reader) + ValueSpace.inst_dims(link.writer)
+    if len(new) != len(names):
+        raise AssertionError(f"a last-writer text over {names} retargeted to {new}")
+    return f"{new}|{body}"
 
 
 def _step_body(w: Write) -> Term | None:

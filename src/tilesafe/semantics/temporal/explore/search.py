@@ -77,8 +77,9 @@ def search(m: Machine, roots: list[tuple], por: bool, max_states: int,
     the path that reaches it (see the module docstring for the bounds)."""
     stats = Stats()
     parents: dict = {r: None for r in roots}
-    depth: dict = {r: 0 for r in roots}
-    queue = deque(roots)
+    # (state, depth): a state is a deep tuple whose hash is not cached, so each dictionary
+    # lookup rehashes it; one lookup per successor (setdefault) is all the search needs
+    queue = deque((r, 0) for r in roots)
     recorder = GRAPH_RECORDER.get()
     graph = recorder.begin(m, roots, por) if recorder is not None else None
     findings: dict[str, Finding] = {}
@@ -95,8 +96,7 @@ def search(m: Machine, roots: list[tuple], por: bool, max_states: int,
             horizon = d + SLACK
 
     while queue:
-        st = queue.popleft()
-        d = depth[st]
+        st, d = queue.popleft()
         if horizon is not None and d > horizon:
             stats.complete = False
             stats.reason = "stopped after a violation"
@@ -162,10 +162,10 @@ def search(m: Machine, roots: list[tuple], por: bool, max_states: int,
                 root, path = path_to(parents, st)
                 found(Finding(info.code, info.message, info.span, path + (mv,), root, True,
                               {"state": st, **info.detail}), d + 1)
-            if nxt not in parents:
-                parents[nxt] = (st, mv)
-                depth[nxt] = d + 1
-                queue.append(nxt)
+            before = len(parents)
+            parents.setdefault(nxt, (st, mv))
+            if len(parents) > before:
+                queue.append((nxt, d + 1))
     return SearchResult(stats, findings, parents, set(parents), first_final)
 
 
