@@ -83,7 +83,7 @@ def _both_ways(monkeypatch, kernel) -> list[bool]:
     (value_paths) and in the shared space (Compare.sum's own loop). Returns, per sum,
     whether the path-local proof succeeded; it must never succeed where the shared one
     fails."""
-    from tilesafe.semantics.value import value_compare, value_paths
+    from tilesafe.semantics.value import value_paths, value_sums
 
     fast = _FAST
     outcomes: list[bool] = []
@@ -103,7 +103,7 @@ def _both_ways(monkeypatch, kernel) -> list[bool]:
         shared = True
     except NotProved:
         shared = False
-    assert value_compare.value_paths.prove_sum is checked
+    assert value_sums.value_paths.prove_sum is checked
     assert shared or not any(outcomes), "the path-local proof proved a sum the shared one refutes"
     return outcomes
 

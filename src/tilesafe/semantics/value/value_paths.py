@@ -101,7 +101,7 @@ class _Paths:
         return _At(insts, space, _embed(space, at.dom, at.space.names))
 
     def prove(self, k: Term, s: SpecSum, ctx: isl.Set) -> None:
-        from tilesafe.semantics.value import value_compare as vc
+        from tilesafe.semantics.value import value_sums as vc
 
         base = _outer_context(self.big, ctx, self.outer)
         root_space = self.space(())
@@ -115,7 +115,7 @@ class _Paths:
         seen: list[isl.Set] = []
         rest = spec_img
         for body, at, dims in self.contributions(k, root):
-            if not vc._same_shape(body, s.body):
+            if not vc.same_shape(body, s.body):
                 raise Fallback
             at = self.grow(at, _leaf_insts(body))
             img, inj = self.image(at.space, body, at.dom, dims)
@@ -130,7 +130,7 @@ class _Paths:
 
     def contributions(self, k: Term, at: _At) -> Iterator[tuple[Term, _At, set[str]]]:
         """Compare.contributions, each path in its own space."""
-        from tilesafe.semantics.value.value_compare import _constant, _exact_in, _neg
+        from tilesafe.semantics.value.value_sums import constant_of, exact_in, negated
 
         if at.dom.is_empty():
             return
@@ -170,13 +170,13 @@ class _Paths:
             at2 = self.grow(at, [k.inst])
             yield from self.contributions(k.then, at2 & at2.space.cond(k.cond, k.inst))
             yield from self.contributions(k.orelse,
-                                          at2 & at2.space.cond(_neg(k.cond), k.inst))
+                                          at2 & at2.space.cond(negated(k.cond), k.inst))
             return
-        if isinstance(k, Round) and _exact_in(k.arg, k.dtype, self.cmp.s.k):
+        if isinstance(k, Round) and exact_in(k.arg, k.dtype, self.cmp.s.k):
             yield from self.contributions(k.arg, at)
             return
         for body, d, extra in self.lift(k, at):
-            c = _constant(body)
+            c = constant_of(body)
             if c is not None and c.bits == 0:
                 continue
             self.count += 1
@@ -186,7 +186,7 @@ class _Paths:
 
     def lift(self, k: Term, at: _At) -> Iterator[tuple[Term, _At, set[str]]]:
         """Compare.lift, each case in its own space."""
-        from tilesafe.semantics.value.value_compare import _exact_in, _neg
+        from tilesafe.semantics.value.value_sums import exact_in, negated
 
         if at.dom.is_empty():
             return
@@ -199,9 +199,9 @@ class _Paths:
         if isinstance(k, Ite):
             at2 = self.grow(at, [k.inst])
             yield from self.lift(k.then, at2 & at2.space.cond(k.cond, k.inst))
-            yield from self.lift(k.orelse, at2 & at2.space.cond(_neg(k.cond), k.inst))
+            yield from self.lift(k.orelse, at2 & at2.space.cond(negated(k.cond), k.inst))
             return
-        if isinstance(k, Round) and _exact_in(k.arg, k.dtype, self.cmp.s.k):
+        if isinstance(k, Round) and exact_in(k.arg, k.dtype, self.cmp.s.k):
             yield from self.lift(k.arg, at)
             return
         if isinstance(k, Accum):
@@ -227,11 +227,11 @@ class _Paths:
 def _outer_context(big: ValueSpace, ctx: isl.Set, outer: list[str]) -> isl.Set:
     """ctx over the output's coordinates only (in `outer`'s order). It must constrain no
     other coordinate: projecting one out would enlarge it."""
-    from tilesafe.semantics.value.value_compare import _runs
+    from tilesafe.semantics.value.value_sums import coordinate_runs
 
     keep = set(outer)
     s = ctx
-    for first, n in reversed(_runs([big.pos[x] for x in big.names if x not in keep])):
+    for first, n in reversed(coordinate_runs([big.pos[x] for x in big.names if x not in keep])):
         if s.involves_dims(isl.dim_type.set, first, n):
             raise Fallback
         s = s.project_out(isl.dim_type.set, first, n)
@@ -252,10 +252,10 @@ def _embed(space: ValueSpace, small: isl.Set, names: list[str]) -> isl.Set:
 
 
 def _leaf_insts(body: Term) -> list[Inst]:
-    from tilesafe.semantics.value.value_compare import _leaves
+    from tilesafe.semantics.value.value_sums import leaves
 
     try:
-        return [leaf.inst for leaf in _leaves(body) if isinstance(leaf, (Glob, IntV))]
+        return [leaf.inst for leaf in leaves(body) if isinstance(leaf, (Glob, IntV))]
     except NotProved:
         raise Fallback from None
 
@@ -264,10 +264,10 @@ def _image(space: ValueSpace, outer: list[str], outer_set: set[str], body: Term,
            dom: isl.Set, ranging: set[str]) -> tuple[isl.Set, bool]:
     """Compare.image in `space`: {(output coordinates in `outer`'s order, loaded indices)}
     over dom, and whether (output, ranging coordinates) -> it is injective."""
-    from tilesafe.semantics.value.value_compare import _leaves, _runs
+    from tilesafe.semantics.value.value_sums import coordinate_runs, leaves
 
     ranging = set(ranging)
-    for leaf in _leaves(body):
+    for leaf in leaves(body):
         inst = getattr(leaf, "inst", None)
         if isinstance(inst, Inst):
             ranging |= set(space.inst_dims(inst)) - outer_set
@@ -276,12 +276,12 @@ def _image(space: ValueSpace, outer: list[str], outer_set: set[str], body: Term,
         if dom.involves_dims(isl.dim_type.set, space.pos[n], 1):
             raise Fallback
     outs = [space.dim(n) for n in outer]
-    for leaf in _leaves(body):
+    for leaf in leaves(body):
         if isinstance(leaf, Glob):
             outs += [space.term(i, leaf.inst) for i in leaf.indices]
         elif isinstance(leaf, IntV):
             outs.append(space.term(leaf.expr, leaf.inst))
-    runs = list(reversed(_runs(sorted(space.pos[n] for n in pinned))))
+    runs = list(reversed(coordinate_runs(sorted(space.pos[n] for n in pinned))))
     if any(o.involves_dims(isl.dim_type.in_, first, n) for o in outs for first, n in runs):
         raise Fallback
     for first, n in runs:
