@@ -49,6 +49,7 @@ from tilesafe.semantics.temporal.explore import (
     search,
 )
 from tilesafe.semantics.temporal.explore.state import CLASS, order_key
+from tilesafe.semantics.temporal.nest_argument import nested
 from tilesafe.semantics.temporal.param_levels import (
     HUGE_TRIP,
     Levels,
@@ -119,6 +120,10 @@ class Argument:
             return
         group, why = self.cond.group()
         if group is None:
+            # A size-dependent loop inside another synchronising one: the nested argument
+            # (docs/temporal.md §15) when the model is a nest of two such loops.
+            if any(sl.nested for sl in sym) and nested(self):
+                return
             self._fallback(why)
             return
         argument_ok, why = self.cond.terms(group)

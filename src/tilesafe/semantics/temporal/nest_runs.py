@@ -1,0 +1,286 @@
+"""A run of the nested argument: one size assignment explored level by level (nest.py's
+linear levels), sharing levels with every other run through a memo, and skipping the
+periodic middle of the inner loop in each tile and of the outer loop.
+
+Why: a level's explored states depend only on its entry states (normalised) and on what
+the classes read at the positions they stand at during the level. So a level is explored
+once per (normalised entries, what is read where): the memo keeps, per set of entries, the
+positions the exploration read and their *descriptors* (`Run.desc`), and any later level
+with the same entries and equal descriptors at those positions has the same result. The
+descriptors are what nest_terms.py proved the terms depend on -- region, start and residue
+of each iteration, trip counts mod the periods -- and, within reach of a loop's end (or
+for a small trip count), the evaluated events themselves.
+
+Skipping (docs/temporal.md §15): when the frontier (every entry set still to explore,
+relative to the level) repeats at levels lam0 < lam1 of one run, and every position read
+since lam0 lies where the descriptors are periodic -- the far middle of one tile's inner
+loop (k >= H, at least G from its end), or tiles past the outer loop's start margin and far
+from its end, with lam1 - lam0 a multiple of the period -- then the frontier repeats every
+lam1 - lam0 levels until it gets near that end; the run continues from the last repetition
+that keeps every read position in the periodic region.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tilesafe.semantics.temporal.explore import Machine
+from tilesafe.semantics.temporal.explore.operands import AccessOperands, Err
+from tilesafe.semantics.temporal.instrs import Branch, Enter, Next
+from tilesafe.semantics.temporal.nest import FREE, INF, POST, PRE, C, I, Linear, Nest
+from tilesafe.semantics.temporal.nest_level import FREE_POS, Found, explore_level
+from tilesafe.semantics.temporal.nest_terms import MOD, NestFacts
+
+MAX_LEVELS = 20_000  # levels one run may process (after skipping): else UNKNOWN
+
+
+@dataclass(frozen=True)
+class LevelResult:
+    outputs: tuple[tuple[int, int], ...]  # (offset of a later level, entry part id)
+    found: tuple[Found, ...]
+    states: int
+    transitions: int
+    reach: int  # the largest offset read (INF excluded)
+
+
+@dataclass
+class Memo:
+    """Levels explored so far, shared by every run of one nested argument."""
+
+    parts: dict[frozenset, int] = field(default_factory=dict)
+    part_list: list[frozenset] = field(default_factory=list)
+    levels: dict[tuple[int, ...], list[tuple[tuple, tuple, LevelResult]]] = field(
+        default_factory=dict)
+    explored: int = 0  # levels explored (memo misses)
+    hits: int = 0
+
+    def part(self, states: frozenset) -> int:
+        pid = self.parts.get(states)
+        if pid is None:
+            pid = self.parts[states] = len(self.part_list)
+            self.part_list.append(states)
+        return pid
+
+
+@dataclass
+class Jump:
+    loop: str  # "inner" or "outer"
+    start: int  # k1 (inner) or t1 (outer): where the repetition was recognised
+    period: int  # lam1 - lam0 in k-steps (inner) or tiles (outer)
+    end: int  # distance to the loop's end at the landing (T - k or T - t)
+
+
+class Stop(Exception):
+    """The run cannot go on within the argument (why)."""
+
+
+class Run:
+    """One size assignment (trip counts T_o, T_i) of the nest."""
+
+    def __init__(self, ctx: Any, sizes: dict[str, int], t_outer: int, t_inner: int) -> None:
+        self.ctx = ctx  # nest_argument.Context: model, nest, facts, template, memo, budget
+        self.sizes = sizes
+        self.t_o, self.t_i = t_outer, t_inner
+        nest: Nest = ctx.nest
+        self.facts: NestFacts = ctx.facts
+        self.lin = Linear(nest, t_inner, max(self.facts.inner.offsets.values()))
+        self._m: Machine | None = None
+        self._desc: dict[int, Any] = {}
+        self.jumps: list[Jump] = []
+        self.found: list[Found] = []
+        self.states = 0
+        self.tiles_inner: set[int] = set()  # tiles whose inner loop levels were explored
+        self.jumped: set[int] = set()  # tiles whose inner loop was skipped through
+
+    @property
+    def machine(self) -> Machine:
+        if self._m is None:
+            self._m = Machine(self.ctx.model, self.sizes, template=self.ctx.template)
+        return self._m
+
+    # -- what a position reads ----------------------------------------------------------------
+
+    def desc(self, off: int, lam: int) -> Any:
+        if off == FREE_POS:
+            return self._global(FREE, FREE)
+        p = INF if off >= INF else lam + off
+        hit = self._desc.get(p)
+        if hit is None:
+            hit = self._desc[p] = self._describe(p)
+        return hit
+
+    def _global(self, tag: str, region: str) -> tuple:
+        o, n = self.facts.outer, self.facts.inner
+        dep_o, dep_i = self.facts.dep.get(region, ("none", "none"))
+        return (tag, self.t_o if self.t_o < o.eff else -1, self.t_i if self.t_i < n.eff else -1,
+                self.t_o % o.period if dep_o == MOD else -1,
+                self.t_i % n.period if dep_i == MOD else -1)
+
+    def _describe(self, p: int) -> tuple:
+        o, n = self.facts.outer, self.facts.inner
+        region, t, k = self.lin.where(p)
+        if region in (PRE, POST):
+            return self._global(region, region)
+        head = self._global(region, region)
+        if region == I:
+            d = self.t_i - k
+            near = d < n.eff
+            return head + (k if k < n.start else -1, k % n.period, self.t_i % n.period,
+                           d if near else -1, self._fingerprint(I, t, k) if near else None)
+        d = self.t_o - t
+        near = d < o.eff
+        return head + (t if t < o.start else -1, t % o.period, d if near else -1,
+                       self._fingerprint(region, t, -1) if near else None)
+
+    def _fingerprint(self, region: str, t: int, k: int) -> tuple:
+        """The evaluated events (and control decisions) of every instruction of the
+        region at tile t, k-step k: what the classes read there, near a loop's end."""
+        m = self.machine
+        out = []
+        for a, na in self.ctx.nest.agents.items():
+            code = m.agents[a].code
+            for pc, ins in enumerate(code):
+                if na.region(pc) != region or pc in (na.outer_enter, na.outer_next,
+                                                      na.inner_enter, na.inner_next):
+                    continue
+                prefix = (t, k) if region == I else (t,)
+                for ctrs in _tails(m, a, ins, prefix):
+                    out.append((a, pc, ctrs, _value(m, a, pc, ins, ctrs)))
+        return tuple(out)
+
+    # -- the run ----------------------------------------------------------------------------
+
+    def run(self) -> None:
+        memo: Memo = self.ctx.memo
+        lin = self.lin
+        init = self.machine.initial()
+        lam0 = lin.level(init)
+        pending: dict[int, set[int]] = {lam0: {memo.part(frozenset({lin.normalise(init,
+                                                                                 lam0)}))}}
+        history: dict[tuple, list[int]] = {}
+        processed: list[tuple[int, int]] = []  # (lam, reach) in order
+        for _ in range(MAX_LEVELS):
+            if not pending:
+                return
+            lam = min(pending)
+            node = tuple(sorted((lv - lam if lv < INF else INF, tuple(sorted(ps)))
+                                for lv, ps in pending.items()))
+            shift = self._skip(node, lam, history, processed, pending)
+            if shift:
+                pending = {lv + shift if lv < INF else lv: ps for lv, ps in pending.items()}
+                continue
+            history.setdefault(node, []).append(lam)
+            region, t, _ = lin.where(lam)
+            if region == I:
+                self.tiles_inner.add(t)
+            res = self._level(lam, tuple(sorted(pending.pop(lam))))
+            if res.found:
+                self.found.extend(res.found)
+                return
+            processed.append((lam, res.reach))
+            for off, pid in res.outputs:
+                lv = INF if off >= INF else lam + off
+                pending.setdefault(lv, set()).add(pid)
+        raise Stop(f"more than {MAX_LEVELS} levels in one run")
+
+    def inner_ok(self) -> bool:
+        """Every tile whose inner loop the run explored was skipped through: the run stands
+        for every inner trip count of its class (nest_argument.py)."""
+        return self.tiles_inner <= self.jumped
+
+    def _level(self, lam: int, parts: tuple[int, ...]) -> LevelResult:
+        memo: Memo = self.ctx.memo
+        for offs, descs, res in memo.levels.get(parts, ()):
+            if tuple(self.desc(o, lam) for o in offs) == descs:
+                memo.hits += 1
+                return res
+        entries = [self.lin.denormalise(s, lam) for p in parts for s in memo.part_list[p]]
+        ex = explore_level(self.machine, self.lin, entries, lam, self.ctx.por, self.ctx.budget)
+        memo.explored += 1
+        self.states += ex.states
+        self.ctx.states += ex.states
+        self.ctx.transitions += ex.transitions
+        outs = []
+        for lv, states in ex.outputs.items():
+            pid = memo.part(frozenset(self.lin.normalise(s, lv) for s in states))
+            outs.append((INF if lv >= INF else lv - lam, pid))
+        offs = tuple(sorted(ex.seen))
+        reach = max((o for o in offs if o < INF), default=0)
+        res = LevelResult(tuple(sorted(outs)), tuple(ex.found), ex.states, ex.transitions,
+                          reach)
+        if not ex.found:
+            memo.levels.setdefault(parts, []).append(
+                (offs, tuple(self.desc(o, lam) for o in offs), res))
+        return res
+
+    def _skip(self, node: tuple, lam1: int, history: dict, processed: list,
+              pending: dict) -> int:
+        """The levels to skip at a repeated frontier (0: none)."""
+        o, n = self.facts.outer, self.facts.inner
+        lin = self.lin
+        r1, t1, k1 = lin.where(lam1)
+        top_pending = max((lv for lv in pending if lv < INF), default=lam1) - lam1
+        for lam0 in reversed(history.get(node, ())):
+            delta = lam1 - lam0
+            reach = max([top_pending] + [r + lv - lam1 for lv, r in processed if lv >= lam0])
+            r0, t0, k0 = lin.where(lam0)
+            if (r0 == r1 == I and t0 == t1 and k0 >= n.start and delta % n.period == 0):
+                last = lin.where(lam1 + reach)
+                if last[0] != I or last[1] != t1:
+                    continue
+                far_k = self.t_i - n.eff  # the last k-step at least eff from the end
+                count = (far_k - last[2]) // delta
+                if count >= 1:
+                    self.jumps.append(Jump("inner", k1, delta, self.t_i - (k1 + count * delta)))
+                    self.jumped.add(t1)
+                    return count * delta
+            if (r0 == r1 and k0 == k1 and t1 > t0 and t0 >= o.start
+                    and (t1 - t0) % o.period == 0 and delta == (t1 - t0) * lin.lam):
+                tiles = t1 - t0
+                top_tile = lin.where(lam1 + reach)[1] if lam1 + reach < INF else None
+                if top_tile is None or top_tile < 0:
+                    continue
+                count = (self.t_o - o.eff - top_tile) // tiles
+                if count >= 1:
+                    self.jumps.append(Jump("outer", t1, tiles, self.t_o - (t1 + count * tiles)))
+                    if r1 in (I, C) and t1 in self.jumped:  # the landing tile's inner loop
+                        self.jumped.add(t1 + count * tiles)  # is tile t1's, skipped too
+                    return count * tiles * lin.lam
+        return 0
+
+
+def _tails(m: Machine, a: int, ins: Any, prefix: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """Every counter tuple of the instruction's kept loops that starts with `prefix` (the
+    constant loops inside the nest's regions, enumerated)."""
+    out: list[tuple[int, ...]] = []
+
+    def rec(ctrs: tuple[int, ...]) -> None:
+        if len(ctrs) == len(ins.ctx):
+            out.append(ctrs)
+            return
+        lc = ins.ctx[len(ctrs)]
+        env = m.env(a, ins, ctrs)
+        for i in range(min(m._trip_of(a, lc.stmt, env), m.enum_cap)):
+            rec(ctrs + (i,))
+
+    rec(prefix[:len(ins.ctx)])
+    return out
+
+
+def _value(m: Machine, a: int, pc: int, ins: Any, ctrs: tuple[int, ...]) -> Any:
+    if isinstance(ins, Branch):
+        return bool(ins.cond(m.env(a, ins, ctrs)))
+    if isinstance(ins, (Enter, Next)):
+        return int(ins.trip(m.env(a, ins, ctrs[:len(ins.ctx)])))
+    if not ins.visible:
+        return None
+    ev = m.event(a, pc, ctrs)
+    if isinstance(ev, Err):
+        return ("err", ev.error.code)
+    if isinstance(ev, AccessOperands):
+        return tuple(ev[:7])
+    return ev
+
+
+__all__ = ["Jump", "Memo", "Run", "Stop"]
