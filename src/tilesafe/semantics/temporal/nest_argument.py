@@ -137,8 +137,8 @@ class NestArgument:
                         NestTerms(self.model, ctx.nest, self.arg.cond, self.out.queries,
                                   self.arg._ms),
                         self.arg.sizes, self.out.queries, self.arg._ms)
-        need = {"outer": [o.period, o.start + o.eff + 2 * o.period + 2],
-                "inner": [n.period, n.start + n.eff + 2 * n.period + 2]}
+        need = {"outer": [o.period, o.start + o.eff + o.period + 1],
+                "inner": [n.period, n.start + n.eff + n.period + 1]}
         for _ in range(ROUNDS):
             reps = {}
             for lf in (o, n):
@@ -209,7 +209,7 @@ class NestArgument:
                         "periodic level structure of the outer loop)")
             for j in jumps:
                 grown[loop][0] = math.lcm(grown[loop][0], j.period)
-                grown[loop][1] = max(grown[loop][1], j.start + j.end)
+                grown[loop][1] = max(grown[loop][1], j.need)
         return None
 
     def _refute(self, run: Run) -> None:

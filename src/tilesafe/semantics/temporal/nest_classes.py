@@ -156,7 +156,11 @@ class Shapes:
         out = []
         for a in self.nest.agents:
             for region in ((I,) if inner else (A, C)):
-                exprs = [e for e, _ in self.terms.terms.get((a, region), [])]
+                # Terms that read no size are equal at equal distances from the end within
+                # a class (equal T, or T equal mod the period with every iteration past the
+                # start margin): only those that read sizes can make shapes.
+                exprs = [e for e, _ in self.terms.terms.get((a, region), [])
+                         if any(v.startswith("size:") for v in self.terms._reads(e))]
                 if not exprs:
                     continue
                 tag = f"_{j}_{a}_{region}"
@@ -176,5 +180,5 @@ class Shapes:
                     cons = (self.terms._place(xj, a, tx - d, None)
                             + self.terms._place(yj, a, ty - d, None))
                 cons += [d >= 1, d <= lf.eff, *self.terms._thread(xj)]
-                out.append(z3.And(*cons, z3.Or([xj.term(e) != yj.term(e) for e in exprs])))
+                out.append(z3.And(*cons, self.terms._differ(xj, yj, exprs)))
         return out

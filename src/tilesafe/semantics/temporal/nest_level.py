@@ -23,6 +23,7 @@ from tilesafe.semantics.temporal.explore.state import State
 from tilesafe.semantics.temporal.nest import INF, Linear
 
 FREE_POS = -1  # stands for the classes outside the nest (their events are read at any level)
+FREE_READ = (-1, FREE_POS)
 
 
 @dataclass(frozen=True)
@@ -41,14 +42,16 @@ class Explored:
     found: list[Found]
     states: int
     transitions: int
-    seen: set[int]  # positions (relative to lam; INF for after the nest, FREE_POS) read
+    # (class, position relative to lam) whose instructions the level read: INF after the
+    # nest; FREE_READ for the classes outside it
+    seen: set[tuple[int, int]]
 
 
 def explore_level(m: Machine, lin: Linear, entries: list[State], lam: int, por: bool,
                   budget: Budget) -> Explored:
     """Breadth-first over the states of level `lam` from `entries`; successors at higher
     levels are the next levels' entries. Stops at the first hard violation."""
-    out = Explored({}, [], 0, 0, {FREE_POS})
+    out = Explored({}, [], 0, 0, {FREE_READ})
     seen_states = set(entries)
     queue = list(entries)
     nest = lin.nest.agents
@@ -56,7 +59,7 @@ def explore_level(m: Machine, lin: Linear, entries: list[State], lam: int, por: 
     def mark(st: State) -> None:
         for a in nest:
             p = lin.position(a, st.agents[a])
-            out.seen.add(INF if p >= INF else p - lam)
+            out.seen.add((a, INF if p >= INF else p - lam))
 
     def passed(old: State, new: State) -> None:
         """A class that skips positions (no event of its own there) still runs their
@@ -65,7 +68,7 @@ def explore_level(m: Machine, lin: Linear, entries: list[State], lam: int, por: 
             p, q = lin.position(a, old.agents[a]), lin.position(a, new.agents[a])
             if q - p > 1:
                 for x in lin.between(p, q):
-                    out.seen.add(x - lam)
+                    out.seen.add((a, x - lam))
 
     while queue:
         st = queue.pop()

@@ -69,6 +69,7 @@ class Jump:
     start: int  # k1 (inner) or t1 (outer): where the repetition was recognised
     period: int  # lam1 - lam0 in k-steps (inner) or tiles (outer)
     end: int  # distance to the loop's end at the landing (T - k or T - t)
+    need: int  # the least trip count of a run this one stands for (with T = this T mod period)
 
 
 class Stop(Exception):
@@ -101,13 +102,16 @@ class Run:
 
     # -- what a position reads ----------------------------------------------------------------
 
-    def desc(self, off: int, lam: int) -> Any:
+    def desc(self, read: tuple[int, int], lam: int) -> Any:
+        """What class `a` reads at a position (an offset from `lam`): see the module
+        docstring."""
+        a, off = read
         if off == FREE_POS:
             return self._global(FREE, FREE)
         p = INF if off >= INF else lam + off
-        hit = self._desc.get(p)
+        hit = self._desc.get((a, p))
         if hit is None:
-            hit = self._desc[p] = self._describe(p)
+            hit = self._desc[(a, p)] = self._describe(a, p)
         return hit
 
     def _global(self, tag: str, region: str) -> tuple:
@@ -117,36 +121,35 @@ class Run:
                 self.t_o % o.period if dep_o == MOD else -1,
                 self.t_i % n.period if dep_i == MOD else -1)
 
-    def _describe(self, p: int) -> tuple:
+    def _describe(self, a: int, p: int) -> tuple:
         o, n = self.facts.outer, self.facts.inner
         region, t, k = self.lin.where(p)
-        if region in (PRE, POST):
-            return self._global(region, region)
         head = self._global(region, region)
+        if region in (PRE, POST):
+            return head
         if region == I:
             d = self.t_i - k
             near = d < n.eff
             return head + (k if k < n.start else -1, k % n.period, self.t_i % n.period,
-                           d if near else -1, self._fingerprint(I, t, k) if near else None)
+                           d if near else -1, self._fingerprint(a, I, t, k) if near else None)
         d = self.t_o - t
         near = d < o.eff
         return head + (t if t < o.start else -1, t % o.period, d if near else -1,
-                       self._fingerprint(region, t, -1) if near else None)
+                       self._fingerprint(a, region, t, -1) if near else None)
 
-    def _fingerprint(self, region: str, t: int, k: int) -> tuple:
-        """The evaluated events (and control decisions) of every instruction of the
-        region at tile t, k-step k: what the classes read there, near a loop's end."""
+    def _fingerprint(self, a: int, region: str, t: int, k: int) -> tuple:
+        """The evaluated events (and control decisions) of class a's instructions in the
+        region at tile t, k-step k: what it reads there, near a loop's end."""
         m = self.machine
+        na = self.ctx.nest.agents[a]
         out = []
-        for a, na in self.ctx.nest.agents.items():
-            code = m.agents[a].code
-            for pc, ins in enumerate(code):
-                if na.region(pc) != region or pc in (na.outer_enter, na.outer_next,
-                                                      na.inner_enter, na.inner_next):
-                    continue
-                prefix = (t, k) if region == I else (t,)
-                for ctrs in _tails(m, a, ins, prefix):
-                    out.append((a, pc, ctrs, _value(m, a, pc, ins, ctrs)))
+        for pc, ins in enumerate(m.agents[a].code):
+            if na.region(pc) != region or pc in (na.outer_enter, na.outer_next,
+                                                  na.inner_enter, na.inner_next):
+                continue
+            prefix = (t, k) if region == I else (t,)
+            for ctrs in _tails(m, a, ins, prefix):
+                out.append((pc, ctrs, _value(m, a, pc, ins, ctrs)))
         return tuple(out)
 
     # -- the run ----------------------------------------------------------------------------
@@ -206,7 +209,7 @@ class Run:
             pid = memo.part(frozenset(self.lin.normalise(s, lv) for s in states))
             outs.append((INF if lv >= INF else lv - lam, pid))
         offs = tuple(sorted(ex.seen))
-        reach = max((o for o in offs if o < INF), default=0)
+        reach = max((o for _, o in offs if o < INF), default=0)
         res = LevelResult(tuple(sorted(outs)), tuple(ex.found), ex.states, ex.transitions,
                           reach)
         if not ex.found:
@@ -232,18 +235,28 @@ class Run:
                 far_k = self.t_i - n.eff  # the last k-step at least eff from the end
                 count = (far_k - last[2]) // delta
                 if count >= 1:
-                    self.jumps.append(Jump("inner", k1, delta, self.t_i - (k1 + count * delta)))
+                    # Reads of this tile so far must be far from the end in a run this one
+                    # stands for, too: the least trip count covers them.
+                    top = max([lam1 + reach] + [lv + r for lv, r in processed
+                                                if lin.where(lv)[1] == t1])
+                    end = self.t_i - (k1 + count * delta)
+                    need = max(k1 + end, lin.where(top)[2] + n.eff)
+                    self.jumps.append(Jump("inner", k1, delta, end, need))
                     self.jumped.add(t1)
                     return count * delta
             if (r0 == r1 and k0 == k1 and t1 > t0 and t0 >= o.start
                     and (t1 - t0) % o.period == 0 and delta == (t1 - t0) * lin.lam):
                 tiles = t1 - t0
-                top_tile = lin.where(lam1 + reach)[1] if lam1 + reach < INF else None
-                if top_tile is None or top_tile < 0:
+                top_tile = lin.where(lam1 + reach)[1] if lam1 + reach < INF else -1
+                if top_tile < 0:
                     continue
                 count = (self.t_o - o.eff - top_tile) // tiles
                 if count >= 1:
-                    self.jumps.append(Jump("outer", t1, tiles, self.t_o - (t1 + count * tiles)))
+                    read = max([top_tile] + [lin.where(lv + r)[1] for lv, r in processed
+                                             if lv + r < INF])
+                    end = self.t_o - (t1 + count * tiles)
+                    self.jumps.append(Jump("outer", t1, tiles, end,
+                                           max(t1 + end, read + o.eff)))
                     if r1 in (I, C) and t1 in self.jumped:  # the landing tile's inner loop
                         self.jumped.add(t1 + count * tiles)  # is tile t1's, skipped too
                     return count * tiles * lin.lam

@@ -21,6 +21,7 @@ from typing import Any
 import z3
 
 from tilesafe.frontend import ir
+from tilesafe.frontend.walk import statements
 from tilesafe.semantics.temporal.events import Model, conjuncts, free_vars
 from tilesafe.semantics.temporal.instrs import Branch, Enter, Next
 from tilesafe.semantics.temporal.nest import FREE, POST, PRE, A, C, I, Nest
@@ -96,6 +97,11 @@ class NestTerms:
         self.cond = cond  # trip-count offsets (param_terms)
         self.queries = queries
         self.ms = ms
+        # Every loop of the kernel by its variable: a term's other loop variables range
+        # over their loops' iterations only.
+        nest_loops = {lp.var.uid for na in nest.agents.values() for lp in (na.outer, na.inner)}
+        self.loops = {st.var.uid: st for st in statements(self.k.body)
+                      if isinstance(st, ir.For) and st.var.uid not in nest_loops}
         self.terms: dict[tuple[int, str], list[tuple[ir.Expr, bool]]] = {}
         for a, ag in enumerate(model.agents):
             na = nest.agents.get(a)
@@ -145,8 +151,10 @@ class NestTerms:
         outer_sizes = frozenset(self.k.sizes) - inner_sizes
         facts = NestFacts(LoopFacts("outer", *groups["outer"], outer_sizes),
                           LoopFacts("inner", *groups["inner"], inner_sizes), {})
-        for why in (self._periods(facts, facts.inner), self._periods(facts, facts.outer),
-                    self._deps(facts), self._objects(facts)):
+        for step in (lambda: self._periods(facts, facts.inner),
+                     lambda: self._periods(facts, facts.outer),
+                     lambda: self._deps(facts), lambda: self._objects(facts)):
+            why = step()
             if why:
                 return why
         return facts
@@ -179,13 +187,34 @@ class NestTerms:
         return [th >= 0, th < self.k.block]
 
     def _differ(self, x: Enc, y: Enc, exprs: list[ir.Expr]) -> Any:
-        return z3.Or([x.term(e) != y.term(e) for e in exprs])
+        """Some term differs between the copies, its other loops' variables (shared by
+        the copies) within their loops' ranges."""
+        lets = self.model.lets
+        uids = {int(v[5:]) for e in exprs for v in free_vars(e, lets) if v.startswith("loop:")}
+        ranges = []
+        for uid in sorted(uids):
+            st = self.loops.get(uid)
+            if st is None or uid in x.loops:
+                continue
+            v = x.var(f"loop:{uid}")
+            lo, hi = x.term(st.lo), x.term(st.hi)
+            ranges += [v >= lo, v < hi, (v - lo) % st.step == 0]
+        return z3.And(*ranges, z3.Or([x.term(e) != y.term(e) for e in exprs]))
+
+    def _reads(self, e: ir.Expr) -> frozenset[str]:
+        """What a term reads, with the bounds of the other loops it reads the variable of."""
+        lets = self.model.lets
+        out = set(free_vars(e, lets))
+        for v in list(out):
+            st = self.loops.get(int(v[5:])) if v.startswith("loop:") else None
+            if st is not None:
+                out |= free_vars(st.lo, lets) | free_vars(st.hi, lets)
+        return frozenset(out)
 
     def _groups(self, exprs: list[ir.Expr]) -> list[tuple[list[ir.Expr], bool]]:
         """Terms that read no size in one query without the sizes' constraints (a
         stronger claim, and a much smaller question); each term that reads sizes alone."""
-        lets = self.model.lets
-        sized = [e for e in exprs if any(v.startswith("size:") for v in free_vars(e, lets))]
+        sized = [e for e in exprs if any(v.startswith("size:") for v in self._reads(e))]
         plain = [e for e in exprs if all(e is not x for x in sized)]
         return ([(plain, False)] if plain else []) + [([e], True) for e in sized]
 
