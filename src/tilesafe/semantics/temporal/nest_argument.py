@@ -27,7 +27,7 @@ else is UNKNOWN with the reason.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tilesafe.semantics.temporal.budget import Budget
@@ -58,6 +58,9 @@ class Context:
     budget: Budget
     states: int = 0
     transitions: int = 0
+    # (kind, class, pc, inner counters, point class) -> the value of a read far from both
+    # loops' ends (nest_runs.Run.desc): one evaluation for every run
+    far: dict = field(default_factory=dict)
 
 
 class NestArgument:

@@ -27,9 +27,18 @@ from typing import Any
 
 from tilesafe.semantics.temporal.explore import Machine
 from tilesafe.semantics.temporal.explore.operands import AccessOperands, Err
-from tilesafe.semantics.temporal.instrs import Branch, Enter, Next
-from tilesafe.semantics.temporal.nest import FREE, INF, POST, PRE, C, I, Linear, Nest
-from tilesafe.semantics.temporal.nest_level import FREE_POS, Found, explore_level
+from tilesafe.semantics.temporal.nest import (
+    INF,
+    POST,
+    POST_MARK,
+    PRE,
+    PRE_MARK,
+    C,
+    I,
+    Linear,
+    Nest,
+)
+from tilesafe.semantics.temporal.nest_level import SETTLE, Found, NestMachine, explore_level
 from tilesafe.semantics.temporal.nest_terms import MOD, NestFacts
 
 MAX_LEVELS = 20_000  # levels one run may process (after skipping): else UNKNOWN
@@ -95,24 +104,86 @@ class Run:
         self.jumped: set[int] = set()  # tiles whose inner loop was skipped through
 
     @property
-    def machine(self) -> Machine:
+    def machine(self) -> NestMachine:
         if self._m is None:
-            self._m = Machine(self.ctx.model, self.sizes, template=self.ctx.template)
+            self._m = NestMachine(self.ctx.model, self.sizes, template=self.ctx.template)
         return self._m
 
-    # -- what a position reads ----------------------------------------------------------------
+    # -- what a level read ----------------------------------------------------------------
 
-    def desc(self, read: tuple[int, int], lam: int) -> Any:
-        """What class `a` reads at a position (an offset from `lam`): see the module
-        docstring."""
-        a, off = read
-        if off == FREE_POS:
-            return self._global(FREE, FREE)
-        p = INF if off >= INF else lam + off
-        hit = self._desc.get((a, p))
+    def norm_read(self, read: tuple, lam: int) -> tuple:
+        """A read (kind, class, pc, counters) with the nest's counters as an offset from
+        the level (as states are normalised)."""
+        kind, a, pc, ctrs = read
+        na = self.ctx.nest.agents.get(a)
+        if na is None:
+            return read
+        r = na.region(pc) if pc >= 0 else PRE
+        if r == PRE:
+            return (kind, a, pc, (PRE_MARK,) + ctrs)
+        if r == POST:
+            return (kind, a, pc, (POST_MARK,) + ctrs)
+        rest = ctrs[2:] if r == I else ctrs[1:]
+        return (kind, a, pc, (self.lin.position(a, (pc, ctrs)) - lam,) + rest)
+
+    def desc(self, read: tuple, lam: int) -> Any:
+        """What a read evaluates to in this run at level `lam`: the operands, or where the
+        control walk lands (relative to where it starts). At a point far from both loops'
+        ends the value is a function of the point's class -- region, start, residues, the
+        trip counts' residues (nest_terms.py) -- so it is computed once per class for
+        every run (`Context.far`)."""
+        kind, a, pc, ctrs = read
+        na = self.ctx.nest.agents.get(a)
+        if na is None:
+            return self._value(kind, a, pc, ctrs, 0)
+        if ctrs[:1] in ((PRE_MARK,), (POST_MARK,)):
+            return self._value(kind, a, pc, ctrs[1:], 0 if ctrs[0] == PRE_MARK else INF)
+        off, rest = ctrs[0], ctrs[1:]
+        key = (kind, a, pc, lam + off, rest)
+        hit = self._desc.get(key)
         if hit is None:
-            hit = self._desc[(a, p)] = self._describe(a, p)
+            hit = self._desc[key] = self._describe(kind, a, pc, lam + off, rest)
         return hit
+
+    def _describe(self, kind: str, a: int, pc: int, p: int, rest: tuple) -> Any:
+        o, n = self.facts.outer, self.facts.inner
+        region, t, k = self.lin.where(p)
+        if region != self.ctx.nest.agents[a].region(pc):
+            return ("misfit", region)
+        margin = 1 if kind == SETTLE else 0  # a walk may go on to the next iteration
+        head = self._global(region, region)
+        cls = None
+        if region == I:
+            ctrs = (t, k) + rest
+            if self.t_i - k >= n.eff + margin:
+                cls = (head, k if k < n.start else -1, k % n.period, self.t_i % n.period)
+        else:
+            ctrs = (t,) + rest
+            if self.t_o - t >= o.eff + margin:
+                cls = (head, t if t < o.start else -1, t % o.period)
+        if cls is None:
+            return self._value(kind, a, pc, ctrs, p)
+        far = (kind, a, pc, rest, cls)
+        hit = self.ctx.far.get(far)
+        if hit is None:
+            hit = self.ctx.far[far] = self._value(kind, a, pc, ctrs, p)
+        return hit
+
+    def _value(self, kind: str, a: int, pc: int, ctrs: tuple[int, ...], p: int) -> Any:
+        """The value itself (a walk's landing relative to the position `p` it starts at)."""
+        m = self.machine
+        if kind == SETTLE:
+            q = Machine.settle(m, a, pc + 1, ctrs)
+            if a not in self.ctx.nest.agents:
+                return q
+            landing = self.norm_read((SETTLE, a, q[0], q[1]), p)
+            return landing[2], landing[3]
+        ev = Machine.event(m, a, pc, ctrs)
+        if isinstance(ev, Err):
+            return ("err", ev.error.code)
+        if isinstance(ev, AccessOperands):
+            return tuple(ev[:7])
+        return ev
 
     def _global(self, tag: str, region: str) -> tuple:
         o, n = self.facts.outer, self.facts.inner
@@ -120,37 +191,6 @@ class Run:
         return (tag, self.t_o if self.t_o < o.eff else -1, self.t_i if self.t_i < n.eff else -1,
                 self.t_o % o.period if dep_o == MOD else -1,
                 self.t_i % n.period if dep_i == MOD else -1)
-
-    def _describe(self, a: int, p: int) -> tuple:
-        o, n = self.facts.outer, self.facts.inner
-        region, t, k = self.lin.where(p)
-        head = self._global(region, region)
-        if region in (PRE, POST):
-            return head
-        if region == I:
-            d = self.t_i - k
-            near = d < n.eff
-            return head + (k if k < n.start else -1, k % n.period, self.t_i % n.period,
-                           d if near else -1, self._fingerprint(a, I, t, k) if near else None)
-        d = self.t_o - t
-        near = d < o.eff
-        return head + (t if t < o.start else -1, t % o.period, d if near else -1,
-                       self._fingerprint(a, region, t, -1) if near else None)
-
-    def _fingerprint(self, a: int, region: str, t: int, k: int) -> tuple:
-        """The evaluated events (and control decisions) of class a's instructions in the
-        region at tile t, k-step k: what it reads there, near a loop's end."""
-        m = self.machine
-        na = self.ctx.nest.agents[a]
-        out = []
-        for pc, ins in enumerate(m.agents[a].code):
-            if na.region(pc) != region or pc in (na.outer_enter, na.outer_next,
-                                                  na.inner_enter, na.inner_next):
-                continue
-            prefix = (t, k) if region == I else (t,)
-            for ctrs in _tails(m, a, ins, prefix):
-                out.append((pc, ctrs, _value(m, a, pc, ins, ctrs)))
-        return tuple(out)
 
     # -- the run ----------------------------------------------------------------------------
 
@@ -194,8 +234,8 @@ class Run:
 
     def _level(self, lam: int, parts: tuple[int, ...]) -> LevelResult:
         memo: Memo = self.ctx.memo
-        for offs, descs, res in memo.levels.get(parts, ()):
-            if tuple(self.desc(o, lam) for o in offs) == descs:
+        for reads, descs, res in memo.levels.get(parts, ()):
+            if tuple(self.desc(r, lam) for r in reads) == descs:
                 memo.hits += 1
                 return res
         entries = [self.lin.denormalise(s, lam) for p in parts for s in memo.part_list[p]]
@@ -208,13 +248,14 @@ class Run:
         for lv, states in ex.outputs.items():
             pid = memo.part(frozenset(self.lin.normalise(s, lv) for s in states))
             outs.append((INF if lv >= INF else lv - lam, pid))
-        offs = tuple(sorted(ex.seen))
-        reach = max((o for _, o in offs if o < INF), default=0)
+        reads = tuple(sorted({self.norm_read(r, lam) for r in ex.reads}, key=repr))
+        reach = max((r[3][0] for r in reads if r[1] in self.ctx.nest.agents
+                     and isinstance(r[3][0], int)), default=0)
         res = LevelResult(tuple(sorted(outs)), tuple(ex.found), ex.states, ex.transitions,
                           reach)
         if not ex.found:
             memo.levels.setdefault(parts, []).append(
-                (offs, tuple(self.desc(o, lam) for o in offs), res))
+                (reads, tuple(self.desc(r, lam) for r in reads), res))
         return res
 
     def _skip(self, node: tuple, lam1: int, history: dict, processed: list,
@@ -261,39 +302,6 @@ class Run:
                         self.jumped.add(t1 + count * tiles)  # is tile t1's, skipped too
                     return count * tiles * lin.lam
         return 0
-
-
-def _tails(m: Machine, a: int, ins: Any, prefix: tuple[int, ...]) -> list[tuple[int, ...]]:
-    """Every counter tuple of the instruction's kept loops that starts with `prefix` (the
-    constant loops inside the nest's regions, enumerated)."""
-    out: list[tuple[int, ...]] = []
-
-    def rec(ctrs: tuple[int, ...]) -> None:
-        if len(ctrs) == len(ins.ctx):
-            out.append(ctrs)
-            return
-        lc = ins.ctx[len(ctrs)]
-        env = m.env(a, ins, ctrs)
-        for i in range(min(m._trip_of(a, lc.stmt, env), m.enum_cap)):
-            rec(ctrs + (i,))
-
-    rec(prefix[:len(ins.ctx)])
-    return out
-
-
-def _value(m: Machine, a: int, pc: int, ins: Any, ctrs: tuple[int, ...]) -> Any:
-    if isinstance(ins, Branch):
-        return bool(ins.cond(m.env(a, ins, ctrs)))
-    if isinstance(ins, (Enter, Next)):
-        return int(ins.trip(m.env(a, ins, ctrs[:len(ins.ctx)])))
-    if not ins.visible:
-        return None
-    ev = m.event(a, pc, ctrs)
-    if isinstance(ev, Err):
-        return ("err", ev.error.code)
-    if isinstance(ev, AccessOperands):
-        return tuple(ev[:7])
-    return ev
 
 
 __all__ = ["Jump", "Memo", "Run", "Stop"]
