@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from tilesafe.semantics.temporal.parametric import Argument
 
 ROUNDS = 4  # rounds of growing thresholds and periods
+SMALL_RUN = 256  # tiles x k-steps of a run small enough to explore plainly
 
 
 @dataclass
@@ -155,7 +156,7 @@ class NestArgument:
                 for ci, si in reps["inner"]:
                     run = self._run(ctx, so, si)
                     if run.found:
-                        self._refute(run)
+                        self._refute(run, (co, ci), ctx.facts)
                         return
                     why = self._needs(run, co, ci, grown)
                     if why:
@@ -215,18 +216,37 @@ class NestArgument:
                 grown[loop][1] = max(grown[loop][1], j.need)
         return None
 
-    def _refute(self, run: Run) -> None:
-        """A run found a violation: show it from the start of the kernel."""
+    def _refute(self, run: Run, classes: tuple[LoopClass, LoopClass], facts: NestFacts
+                ) -> None:
+        """A run found a violation: show it from the start of the kernel, by a plain
+        exploration of the run's sizes when they are small, else of the smallest trip
+        counts of its classes (the same violation there, when the shape agrees)."""
         f = run.found[0]
         self.out.complete = False
-        self.arg._explore(Config(dict(run.sizes), None, "full"))
-        if any(not g.detail.get("candidate") for g, _, _ in self.out.findings):
-            self.out.reason = (f"refuted by the nested argument ({f.code}) at sizes "
-                               f"{run.sizes}")
-            return
-        if not self.out.findings:
-            self.out.reason = (f"the nested argument found {f.code} ({f.message}) at sizes "
-                               f"{run.sizes}; a plain exploration there did not reach it")
+        tries = [dict(run.sizes)] if run.t_o * max(run.t_i, 1) <= SMALL_RUN else []
+        small = dict(run.sizes)
+        for cls, lf in zip(classes, (facts.outer, facts.inner), strict=True):
+            if cls.kind != "large":
+                continue
+            t = cls.thr + (cls.value - cls.thr) % cls.period
+            keep = {n: v for n, v in small.items() if n not in lf.sizes}
+            got = self.arg.sizes.some([lambda enc, lf=lf, t=t: enc.term(lf.t_expr) == t] +
+                                      [lambda enc, n=n, v=v: enc.sizes[n] == v
+                                       for n, v in keep.items()])
+            if got is not None:
+                small = got
+        if small != run.sizes:
+            tries.append(small)
+        for sizes in tries:
+            self.arg._explore(Config(sizes, None, "full"))
+            if any(not g.detail.get("candidate") for g, _, _ in self.out.findings):
+                self.out.reason = (f"refuted by the nested argument ({f.code}) at sizes "
+                                   f"{run.sizes}")
+                return
+            if self.out.findings:
+                return
+        self.out.reason = (f"the nested argument found {f.code} ({f.message}) at sizes "
+                           f"{run.sizes}; a plain exploration of small sizes did not reach it")
 
     def _unknown(self, why: str) -> None:
         self.out.complete = False

@@ -22,7 +22,7 @@ import z3
 
 from tilesafe.semantics.temporal.events import Model
 from tilesafe.semantics.temporal.nest import A, C, I, Nest
-from tilesafe.semantics.temporal.nest_terms import LoopFacts, NestFacts, NestTerms, _Enc
+from tilesafe.semantics.temporal.nest_terms import TILE, LoopFacts, NestFacts, NestTerms, _Enc
 from tilesafe.semantics.temporal.param_sizes import SizeSearch
 from tilesafe.semantics.temporal.param_smt import Enc, Timeout, smt2_with_status
 
@@ -154,8 +154,9 @@ class Shapes:
         inner = lf is self.facts.inner
         other = self.facts.outer.sizes if inner else self.facts.inner.sizes
         out = []
+        tile = self.facts.dep[I][0] == TILE  # the inner loop's terms read the tile too
         for a in self.nest.agents:
-            for region in ((I,) if inner else (A, C)):
+            for region in ((I,) if inner else (A, C, I) if tile else (A, C)):
                 # Terms that read no size are equal at equal distances from the end within
                 # a class (equal T, or T equal mod the period with every iteration past the
                 # start margin): only those that read sizes can make shapes.
@@ -177,8 +178,9 @@ class Shapes:
                     cons = (self.terms._place(xj, a, pos, tx - d)
                             + self.terms._place(yj, a, pos, ty - d))
                 else:
-                    cons = (self.terms._place(xj, a, tx - d, None)
-                            + self.terms._place(yj, a, ty - d, None))
+                    kk = z3.Int("k" + tag) if region == I else None
+                    cons = (self.terms._place(xj, a, tx - d, kk)
+                            + self.terms._place(yj, a, ty - d, kk))
                 cons += [d >= 1, d <= lf.eff, *self.terms._thread(xj)]
                 out.append(z3.And(*cons, self.terms._differ(xj, yj, exprs)))
         return out

@@ -39,7 +39,7 @@ from tilesafe.semantics.temporal.nest import (
     Nest,
 )
 from tilesafe.semantics.temporal.nest_level import SETTLE, Found, NestMachine, explore_level
-from tilesafe.semantics.temporal.nest_terms import MOD, NestFacts
+from tilesafe.semantics.temporal.nest_terms import MOD, TILE, NestFacts
 
 MAX_LEVELS = 20_000  # levels one run may process (after skipping): else UNKNOWN
 
@@ -157,6 +157,9 @@ class Run:
             ctrs = (t, k) + rest
             if self.t_i - k >= n.eff + margin:
                 cls = (head, k if k < n.start else -1, k % n.period, self.t_i % n.period)
+                if self.facts.dep[I][0] == TILE:  # the terms read the tile as well
+                    cls = (cls + (t if t < o.start else -1, t % o.period)
+                           if self.t_o - t >= o.eff + margin else None)
         else:
             ctrs = (t,) + rest
             if self.t_o - t >= o.eff + margin:

@@ -36,7 +36,9 @@ from tilesafe.semantics.temporal.param_smt import (
 )
 from tilesafe.semantics.temporal.param_terms import G_CANDIDATES, H_CANDIDATES, TermConditions
 
-NONE, MOD = "none", "mod"  # what a region's terms read of a loop's sizes (besides positions)
+# What a region's terms read of a loop's sizes besides positions: nothing, T mod L, or (the
+# inner loop's terms, of the outer loop) the tile itself
+NONE, MOD, TILE = "none", "mod", "tile"
 
 
 @dataclass
@@ -314,10 +316,11 @@ class NestTerms:
         return True
 
     def _deps(self, facts: NestFacts) -> str | None:
-        for a in self.nest.agents:
-            if not self._same(facts, a, I, "outer", False):
-                return (f"a synchronising term in the inner loop of {self.model.agents[a].name} "
-                        "reads the tile or the outer loop's sizes")
+        # The inner loop's terms may read the tile (a last-tile special case): then they
+        # are periodic in it far from the outer loop's end (the outer far query covers
+        # region I) and part of the outer loop's end shape near it.
+        tile = any(not self._same(facts, a, I, "outer", False) for a in self.nest.agents)
+        facts.dep[I] = (TILE if tile else NONE, NONE)
         agents = range(len(self.model.agents))
         for region, sides in ((A, ("inner",)), (C, ("inner",)), (PRE, ("outer", "inner")),
                               (POST, ("outer", "inner")), (FREE, ("outer", "inner"))):
@@ -332,7 +335,6 @@ class NestTerms:
                                 "count modulo the period")
                     got[side] = MOD
             facts.dep[region] = (got["outer"], got["inner"])
-        facts.dep[I] = (NONE, NONE)
         return None
 
     # -- N5: the terms that name objects, periodic everywhere ---------------------------------
