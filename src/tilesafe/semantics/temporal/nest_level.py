@@ -35,6 +35,7 @@ class NestMachine(Machine):
     instruction the walk starts after)."""
 
     reads: set | None = None
+    precise_pools = True
 
     def event(self, a: int, pc: int, ctrs: tuple[int, ...]) -> Any:
         if self.reads is not None:

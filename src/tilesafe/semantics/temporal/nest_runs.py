@@ -102,6 +102,7 @@ class Run:
         self.states = 0
         self.tiles_inner: set[int] = set()  # tiles whose inner loop levels were explored
         self.jumped: set[int] = set()  # tiles whose inner loop was skipped through
+        self.continued: dict[int, int] = {}  # a tile left mid-loop by an outer skip -> where
 
     @property
     def machine(self) -> NestMachine:
@@ -233,7 +234,10 @@ class Run:
     def inner_ok(self) -> bool:
         """Every tile whose inner loop the run explored was skipped through: the run stands
         for every inner trip count of its class (nest_argument.py)."""
-        return self.tiles_inner <= self.jumped
+        def ok(t: int) -> bool:
+            return t in self.jumped or (t in self.continued and ok(self.continued[t]))
+
+        return all(ok(t) for t in self.tiles_inner)
 
     def _level(self, lam: int, parts: tuple[int, ...]) -> LevelResult:
         memo: Memo = self.ctx.memo
@@ -301,8 +305,11 @@ class Run:
                     end = self.t_o - (t1 + count * tiles)
                     self.jumps.append(Jump("outer", t1, tiles, end,
                                            max(t1 + end, read + o.eff)))
-                    if r1 in (I, C) and t1 in self.jumped:  # the landing tile's inner loop
-                        self.jumped.add(t1 + count * tiles)  # is tile t1's, skipped too
+                    landing = t1 + count * tiles
+                    if r1 == C and t1 in self.jumped:  # the landing tile's inner loop is
+                        self.jumped.add(landing)  # tile t1's, skipped through too
+                    elif r1 == I:  # tile t1's inner loop goes on in the landing tile
+                        self.continued[t1] = landing
                     return count * tiles * lin.lam
         return 0
 

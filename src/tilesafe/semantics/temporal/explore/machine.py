@@ -53,6 +53,11 @@ class Step(NamedTuple):
 class Machine:
     """The transition system of one block for concrete sizes (and trip counts)."""
 
+    # A named-barrier arrival's objects for partial-order reduction: every atom (False:
+    # the searches of §4 and their state counts) or the atoms it touches in the state (the
+    # nested argument's runs, semantics/temporal/nest_level.py; ops/named.py says why).
+    precise_pools = False
+
     def __init__(self, model: Model, sizes: Mapping[str, int], period: int | None = None,
                  enum_cap: int = 4096, loop_caps: Mapping[int, int] | None = None,
                  template: Machine | None = None) -> None:
