@@ -62,6 +62,8 @@ class Context:
     # (kind, class, pc, inner counters, point class) -> the value of a read far from both
     # loops' ends (nest_runs.Run.desc): one evaluation for every run
     far: dict = field(default_factory=dict)
+    # the same for reads near an end, by what they depend on (nest_runs.Run._near_key)
+    near: dict = field(default_factory=dict)
 
 
 class NestArgument:

@@ -95,6 +95,9 @@ class Run:
         nest: Nest = ctx.nest
         self.facts: NestFacts = ctx.facts
         self.lin = Linear(nest, t_inner, max(self.facts.inner.offsets.values()))
+        # the run's outer and inner sizes (reads near an end share values by them)
+        self.side = tuple(tuple(sorted((n, v) for n, v in sizes.items() if n in lf.sizes))
+                          for lf in (self.facts.outer, self.facts.inner))
         self._m: Machine | None = None
         self._desc: dict[int, Any] = {}
         self.jumps: list[Jump] = []
@@ -166,12 +169,33 @@ class Run:
             if self.t_o - t >= o.eff + margin:
                 cls = (head, t if t < o.start else -1, t % o.period)
         if cls is None:
-            return self._value(kind, a, pc, ctrs, p)
+            near = self._near_key(kind, a, pc, region, t, k, rest)
+            hit = self.ctx.near.get(near)
+            if hit is None:
+                hit = self.ctx.near[near] = self._value(kind, a, pc, ctrs, p)
+            return hit
         far = (kind, a, pc, rest, cls)
         hit = self.ctx.far.get(far)
         if hit is None:
             hit = self.ctx.far[far] = self._value(kind, a, pc, ctrs, p)
         return hit
+
+    def _near_key(self, kind: str, a: int, pc: int, region: str, t: int, k: int,
+                  rest: tuple) -> tuple:
+        """What a read near a loop's end depends on (N4), to share its value between the
+        runs that agree on it: the inner loop's terms read its own sizes (and, for a walk
+        out of a tile, how far the outer loop's end is), the tile's others the outer
+        sizes and the inner trip count modulo the period; a walk from A or C into the
+        inner loop reads both sides."""
+        o, n = self.facts.outer, self.facts.inner
+        small = (self.t_o if self.t_o < o.eff else -1, self.t_i if self.t_i < n.eff else -1)
+        if region == I:
+            key = (kind, a, pc, rest, region, k, self.side[1]) + small
+            if self.facts.dep[I][0] == TILE:
+                return key + (self.side[0], t)
+            return key + ((min(self.t_o - t, o.eff + 1),) if kind == SETTLE else ())
+        key = (kind, a, pc, rest, region, t, self.side[0]) + small + (self.t_i % n.period,)
+        return key + ((self.side[1],) if kind == SETTLE else ())
 
     def _value(self, kind: str, a: int, pc: int, ctrs: tuple[int, ...], p: int) -> Any:
         """The value itself (a walk's landing relative to the position `p` it starts at)."""
