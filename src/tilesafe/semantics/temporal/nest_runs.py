@@ -191,9 +191,10 @@ class Run:
         small = (self.t_o if self.t_o < o.eff else -1, self.t_i if self.t_i < n.eff else -1)
         if region == I:
             key = (kind, a, pc, rest, region, k, self.side[1]) + small
-            if self.facts.dep[I][0] == TILE:
+            last = self.t_i - k <= 1 - min(n.offsets.values())  # a walk may leave the tile
+            if self.facts.dep[I][0] == TILE or (kind == SETTLE and last):
                 return key + (self.side[0], t)
-            return key + ((min(self.t_o - t, o.eff + 1),) if kind == SETTLE else ())
+            return key
         key = (kind, a, pc, rest, region, t, self.side[0]) + small + (self.t_i % n.period,)
         return key + ((self.side[1],) if kind == SETTLE else ())
 
