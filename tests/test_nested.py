@@ -29,7 +29,7 @@ TEMPORAL = ("barrier", "ownership")
 RING = """
 kernel nest_ring(src: in global f16[M, K], dst: out global f16[M, K])
   where M % 64 == 0, K % 64 == 0, M > 0, K > 0, M <= 4096, K <= 4096
-  grid 1 block 64
+  grid {grid} block 64
 {{
   const STAGES = {stages}
   tensormap tin = tiled(src, box [64, 64])
@@ -45,7 +45,7 @@ kernel nest_ring(src: in global f16[M, K], dst: out global f16[M, K])
   sync
 
   role producer = warp 0, elect one {{
-    for t in 0 .. M / 64 {{
+    for t in {tiles} {{
       for k in 0 .. {steps} {{
         let s = k % STAGES
         wait empty[s] parity (k / STAGES + 1) % 2
@@ -55,7 +55,7 @@ kernel nest_ring(src: in global f16[M, K], dst: out global f16[M, K])
     }}
   }}
   role consumer = warp 1 {{
-    for t in 0 .. M / 64 {{
+    for t in {tiles} {{
       for k in 0 .. {steps} {{
         let s = k % STAGES
         wait full[s] parity (k / STAGES) % 2
@@ -81,8 +81,11 @@ def steps(kind: str, stages: int) -> str:
     return f"((K + {64 * m - 1}) / {64 * m}) * {m}"
 
 
-def model_of(stages: int, kind: str, ownership: bool = False):
-    src = RING.format(stages=stages, steps=steps(kind, stages))
+def model_of(stages: int, kind: str, ownership: bool = False, blocks: int = 1):
+    """The ring kernel; with `blocks` > 1 a persistent one (tiles block.x, block.x + blocks,
+    ...: the block index becomes a size, docs/temporal.md §11)."""
+    tiles = "0 .. M / 64" if blocks == 1 else f"block.x .. M / 64 step {blocks}"
+    src = RING.format(stages=stages, steps=steps(kind, stages), grid=blocks, tiles=tiles)
     kernel = blockparam.lift(compile_source(src, "nest.tsk").kernels[0])
     return build_model(kernel, ownership)
 
@@ -95,26 +98,32 @@ def nested_verdict(model) -> tuple[str, set[str]]:
     return ("refuted" if codes else "unknown"), codes
 
 
-def plain_codes(model, max_tiles: int = 3, max_k: int = 9) -> dict[tuple[int, int], set[str]]:
-    """Every (tiles, k-tiles) launch up to the bounds, explored plainly: the codes found."""
+def plain_codes(model, max_tiles: int = 3, max_k: int = 9, blocks: int = 1
+                ) -> dict[tuple[int, int, int], set[str]]:
+    """Every (M / 64, k-tiles, block) launch up to the bounds, explored plainly: the codes
+    found."""
     out = {}
-    for tiles in range(1, max_tiles + 1):
+    for tiles in range(1, blocks * max_tiles + 1):
         for kt in range(1, max_k + 1):
-            mach = Machine(model, {"M": 64 * tiles, "K": 64 * kt})
-            res = search(mach, [mach.initial()], True, 200_000)
-            assert res.stats.complete or res.findings, res.stats.reason
-            out[(tiles, kt)] = {f.code for f in res.findings.values()
-                                if not f.detail.get("candidate")}
+            for b in range(blocks):
+                sizes = {"M": 64 * tiles, "K": 64 * kt} | ({"block.x": b} if blocks > 1
+                                                           else {})
+                mach = Machine(model, sizes)
+                res = search(mach, [mach.initial()], True, 200_000)
+                assert res.stats.complete or res.findings, res.stats.reason
+                out[(tiles, kt, b)] = {f.code for f in res.findings.values()
+                                       if not f.detail.get("candidate")}
     return out
 
 
-@pytest.mark.parametrize(("stages", "kind"), [(2, "pad2s"), (2, "pads"), (2, "plain"),
-                                              (3, "pad2s"), (3, "plain")])
-def test_nested_argument_agrees_with_plain_exploration(stages, kind):
-    model = model_of(stages, kind)
+@pytest.mark.parametrize(("stages", "kind", "blocks"),
+                         [(2, "pad2s", 1), (2, "pads", 1), (2, "plain", 1), (3, "pad2s", 1),
+                          (3, "plain", 1), (2, "pad2s", 2), (2, "pads", 2)])
+def test_nested_argument_agrees_with_plain_exploration(stages, kind, blocks):
+    model = model_of(stages, kind, blocks=blocks)
     assert not isinstance(find(model), str)
     verdict, codes = nested_verdict(model)
-    plain = plain_codes(model, max_k=2 * stages + 3)
+    plain = plain_codes(model, max_k=2 * stages + 3, blocks=blocks)
     refuted = {k: v for k, v in plain.items() if v}
     if verdict == "proved":
         assert not refuted, f"proved, but plain exploration refutes {refuted}"
