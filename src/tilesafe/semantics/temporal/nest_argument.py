@@ -99,7 +99,9 @@ class NestArgument:
         small = self.arg.sizes.some([])
         if small is not None:
             self.arg._explore(Config(small, None, "full"))
-            if out.findings:
+            # A candidate (semantics/temporal/witness.py) may be a false alarm: it does not
+            # make the argument moot.
+            if any(not f.detail.get("candidate") for f, _, _ in out.findings):
                 out.complete = False
                 out.reason = "refuted at the smallest sizes; the nested argument was skipped"
                 return
@@ -246,6 +248,8 @@ class NestArgument:
                                    f"{run.sizes}")
                 return
             if self.out.findings:
+                self.out.reason = (f"the nested argument found a possible {f.code} at sizes "
+                                   f"{run.sizes}, to be confirmed on exact footprints")
                 return
         self.out.reason = (f"the nested argument found {f.code} ({f.message}) at sizes "
                            f"{run.sizes}; a plain exploration of small sizes did not reach it")
