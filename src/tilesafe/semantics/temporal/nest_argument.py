@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 ROUNDS = 4  # rounds of growing thresholds and periods
 SMALL_RUN = 256  # tiles x k-steps of a run small enough to explore plainly
+MAX_RUNS = 4096  # pairs of representatives: more is UNKNOWN
 
 
 @dataclass
@@ -155,6 +156,9 @@ class NestArgument:
                     self._unknown(got)
                     return
                 reps[lf.name] = got
+            if len(reps["outer"]) * len(reps["inner"]) > MAX_RUNS:
+                self._unknown(f"more than {MAX_RUNS} runs (outer x inner representatives)")
+                return
             grown = {k: list(v) for k, v in need.items()}
             for co, so in reps["outer"]:
                 for ci, si in reps["inner"]:
