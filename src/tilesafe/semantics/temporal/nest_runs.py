@@ -192,8 +192,8 @@ class Run(ReadValues):
                     self.jumps.append(Jump("outer", t1, tiles, end,
                                            max(t1 + end, read + o.eff)))
                     landing = t1 + count * tiles
-                    if r1 == C and t1 in self.jumped:  # the landing tile's inner loop is
-                        self.jumped.add(landing)  # tile t1's, skipped through too
+                    if r1 in (I, C) and t1 in self.jumped:  # the landing tile's inner loop
+                        self.jumped.add(landing)  # so far is tile t1's, skipped through
                     elif r1 == I:  # tile t1's inner loop goes on in the landing tile
                         self.continued[t1] = landing
                     return count * tiles * lin.lam
