@@ -66,14 +66,14 @@ def gate_mutants() -> list[tuple[str, str]]:
 
 
 def write(out: Path, only: tuple[str, ...] | None = None,
-          files: list[Path] | None = None) -> None:
+          files: list[Path] | None = None, mutants: bool = True) -> None:
     snapshot: dict[str, dict] = {}
     files = files or sorted((ROOT / "corpus").glob("*/*.tsk"))
     for i, path in enumerate(files):
         snapshot[str(path.resolve().relative_to(ROOT))] = record(path, only)
         print(f"[{i + 1}/{len(files)}] {path.name}", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory() as tmp:
-        for mid, text in gate_mutants():
+        for mid, text in gate_mutants() if mutants else ():
             target = Path(tmp) / f"{mid.split(':')[0].replace('/', '_')}.tsk"
             target.write_text(text, encoding="utf-8")
             snapshot[f"mutant {mid}"] = record(target, only)
@@ -110,13 +110,15 @@ def main() -> int:
     w.add_argument("out")
     w.add_argument("--only", help="checkers, comma-separated (default: all)")
     w.add_argument("files", nargs="*", type=Path, help="default: every corpus file")
+    w.add_argument("--no-mutants", action="store_true",
+                   help="leave the gate mutants out (a snapshot of the files alone)")
     c = sub.add_parser("compare")
     c.add_argument("before")
     c.add_argument("after")
     args = p.parse_args()
     if args.cmd == "write":
         write(Path(args.out), tuple(args.only.split(",")) if args.only else None,
-              args.files or None)
+              args.files or None, not args.no_mutants)
         return 0
     return compare(Path(args.before), Path(args.after))
 

@@ -63,7 +63,16 @@ def test_bad_name_matches_expectation(path: Path):
         f"{path.name}: name it {code.lower()}_<what>.tsk")
 
 
-@pytest.mark.parametrize("path", BAD, ids=[p.name for p in BAD])
+# Bad kernels whose verification takes tens of seconds (the persistent GEMM's nested loops,
+# docs/temporal.md §15): marked slow.
+SLOW = {"ts302_gemm_epilogue_box_reused_across_tiles.tsk",
+        "ts303_gemm_stage_released_early_on_last_tile.tsk",
+        "ts408_gemm_ring_restarted_per_tile.tsk", "ts408_gemm_ring_rounded_to_stages.tsk"}
+BAD_CASES = [pytest.param(p, id=p.name, marks=pytest.mark.slow if p.name in SLOW else ())
+             for p in BAD]
+
+
+@pytest.mark.parametrize("path", BAD_CASES)
 def test_bad_reports_exactly_its_code(path: Path):
     code, line = expectation(path)
     target = target_of(path)

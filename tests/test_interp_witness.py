@@ -19,6 +19,7 @@ import pytest
 
 from tilesafe.checkers import temporal
 from tilesafe.checkers.registry import CheckOptions
+from tilesafe.semantics.expr import fp
 from tilesafe.semantics.interpreter.interp import InterpError, random_inputs, run_kernel
 from tilesafe.semantics.interpreter.schedule import Guide, GuidedPolicy, make_policy
 
@@ -69,6 +70,12 @@ def ref_gemm_bt(s, x):
     return {"c": (a @ b.T).astype(np.float32)}
 
 
+def ref_gemm_bf16(s, x):
+    """corpus/wgmma/gemm.tsk (fixed): C = A B^T, the exact sum rounded once to bf16."""
+    a, b = R.f32(x["a"]).astype(np.float64), R.f32(x["b"]).astype(np.float64)
+    return {"c": fp.f32_array_to_bf16((a @ b.T).astype(np.float32))}
+
+
 def ref_xy_copy(s, x):
     """ts302_warp_stride (fixed): y = x, bit for bit."""
     return {"y": np.array(x["x"], copy=True)}
@@ -77,6 +84,11 @@ def ref_xy_copy(s, x):
 COPY = ({"M": 64, "N": 256}, R.ref_copy)
 REFS = {  # bad kernel -> (sizes, reference of the kernel its bug was planted in)
     # wgmma (first: more specific than the ts3xx prefixes below); rings that wrap
+    # the persistent GEMM's nested loops (docs/temporal.md §15): the launches of the
+    # counterexamples, two tiles of block (0, 0) or one tile with K / 64 > STAGES
+    "ts408_gemm": ({"M": 1, "N": 1032, "K": 8}, ref_gemm_bf16),
+    "ts303_gemm": ({"M": 1, "N": 8, "K": 264}, ref_gemm_bf16),
+    "ts302_gemm": ({"M": 1, "N": 1032, "K": 8}, ref_gemm_bf16),
     "ts301_mma": ({"M": 64, "N": 64}, ref_gemm_bt),
     "ts303_stage_released_before_wgmma": ({"M": 64, "N": 128, "K": 256}, ref_gemm_bt),
     "ts303_wgmma_wait_1": ({"M": 64, "N": 128, "K": 320}, ref_gemm_bt),

@@ -399,7 +399,7 @@ _STATIC: dict = {}
 
 
 class _LetsOnly:
-    """What parametric.Enc reads of a model: the kernel and its lets."""
+    """What param_smt.Enc reads of a model: the kernel and its lets."""
 
     def __init__(self, kernel: ir.Kernel, lets: Lets) -> None:
         self.kernel = kernel

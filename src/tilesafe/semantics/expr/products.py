@@ -61,11 +61,11 @@ class Facts:
 
 
 class _Env:
-    """parametric.Enc over one copy of the sizes, without a model (no lets are needed)."""
+    """param_smt.Enc over one copy of the sizes, without a model (no lets are needed)."""
 
     def __init__(self, kernel: ir.Kernel) -> None:
         from tilesafe.semantics.temporal.events import Lets
-        from tilesafe.semantics.temporal.parametric import Enc
+        from tilesafe.semantics.temporal.param_smt import Enc
 
         holder = type("M", (), {"lets": Lets()})()
         self.enc = Enc(kernel, holder, "", {})  # type: ignore[arg-type]

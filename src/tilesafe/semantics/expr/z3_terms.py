@@ -6,7 +6,7 @@ floor/mod). They agree when the divisor is positive and differ when it is negati
 (-7 / -2 is 3 Euclidean, 4 floor... and 7 % -2 is 1 Euclidean, -1 floor), so the table
 states floor division explicitly: q = a div b for b > 0, (-a) div (-b) for b < 0 (floor of
 a / b in both cases), and a % b = a - b * q. The leaves (sizes, the thread, loop variables,
-immutable lets) come from the encoder that owns the variables (semantics/temporal/parametric.py).
+immutable lets) come from the encoder that owns the variables (semantics/temporal/param_smt.py).
 """
 
 from __future__ import annotations

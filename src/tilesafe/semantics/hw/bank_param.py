@@ -60,7 +60,7 @@ def invariant(kernel: ir.Kernel, indices: tuple[ir.Expr, ...], loops: tuple[ir.F
     why not). `lanes`: of the target's warp (64 for a CDNA3 wavefront; the argument is the
     same: its banks are words mod 32 as well, and a uniform shift keeps which lanes share a
     word or an address)."""
-    from tilesafe.semantics.temporal.parametric import Enc
+    from tilesafe.semantics.temporal.param_smt import Enc
 
     strides = affine_strides(place)
     if strides is None:

@@ -215,7 +215,7 @@ def _prove_terms(kernel: ir.Kernel, lets: Lets, loops: list[ir.For], stages: int
                  idx: list, other: list, timeout_ms: int, queries: list[str]) -> bool | str:
     """One z3 query: some index term differs from s, or some other term differs between
     k = s + jS and k = jS (each distinct term once); unsat proves condition 3."""
-    from tilesafe.semantics.temporal.parametric import Enc, Timeout, _prove_unsat
+    from tilesafe.semantics.temporal.param_smt import Enc, Timeout, prove_unsat
 
     holder = _Lets(lets)
     shared: dict = {}
@@ -241,7 +241,7 @@ def _prove_terms(kernel: ir.Kernel, lets: Lets, loops: list[ir.For], stages: int
     except (ValueError, KeyError):
         return "a term in the loop has no z3 form"
     try:
-        if not _prove_unsat(base + [z3.Or(*diffs)], timeout_ms, queries):
+        if not prove_unsat(base + [z3.Or(*diffs)], timeout_ms, queries):
             return (f"an index in the loop is not k % {stages}, or a term differs between "
                     "the stages")
     except Timeout:
@@ -251,7 +251,7 @@ def _prove_terms(kernel: ir.Kernel, lets: Lets, loops: list[ir.For], stages: int
 
 @dataclass(frozen=True)
 class _Lets:
-    """What parametric.Enc reads of a model: the let bindings."""
+    """What param_smt.Enc reads of a model: the let bindings."""
 
     lets: Lets
 

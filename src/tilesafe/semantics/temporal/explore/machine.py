@@ -53,8 +53,14 @@ class Step(NamedTuple):
 class Machine:
     """The transition system of one block for concrete sizes (and trip counts)."""
 
+    # A named-barrier arrival's objects for partial-order reduction: every atom (False:
+    # the searches of §4 and their state counts) or the atoms it touches in the state (the
+    # nested argument's runs, semantics/temporal/nest_level.py; ops/named.py says why).
+    precise_pools = False
+
     def __init__(self, model: Model, sizes: Mapping[str, int], period: int | None = None,
-                 enum_cap: int = 4096) -> None:
+                 enum_cap: int = 4096, loop_caps: Mapping[int, int] | None = None,
+                 template: Machine | None = None) -> None:
         self.model = model
         self.k = model.kernel
         self.sizes = dict(sizes)
@@ -64,6 +70,9 @@ class Machine:
         self.ninst = len(model.instances)
         self.period = period
         self.enum_cap = enum_cap
+        # Per kept loop (by its variable's uid): at most this many iterations are enumerated
+        # for the static tables and futures (the nested argument's loops, nest_argument.py).
+        self.loop_caps = dict(loop_caps or {})
         # A lifted block index (semantics/temporal/blockparam.py) is a size: it overrides the
         # default.
         self.base = {"block.x": 0, "block.y": 0, "block.z": 0, **self.sizes}
@@ -89,8 +98,15 @@ class Machine:
         # when its pc is there.
         self.last_pc = tuple(len(ag.code) - 1 for ag in self.agents)
         self.hooks = Hooks(self)
-        self.atoms, self.waiters = prepass(self)
-        self.rebuild_static()
+        if template is not None:
+            # A run of the nested argument: the atoms, tables and futures are those of the
+            # template machine, which the argument shows cover every run (nest_argument.py).
+            self.atoms, self.waiters = template.atoms, template.waiters
+            self.tables, self.fut, self.static_w = (template.tables, template.fut,
+                                                    template.static_w)
+        else:
+            self.atoms, self.waiters = prepass(self)
+            self.rebuild_static()
         if self.sym:  # differences show at once, before any search (semantics/temporal/symmetry.py)
             for g in self.sym:
                 for pc, ins in enumerate(self.agents[g[0]].code):
@@ -192,6 +208,7 @@ class Machine:
             trip = self._trip_of(a, lc.stmt, env)
             if self.period is not None and trip > self.period and self._is_param(a, lc.stmt):
                 trip = self.period
+            trip = min(trip, self.loop_caps.get(lc.uid, trip))
             for i in range(min(trip, self.enum_cap)):
                 yield from rec(d + 1, ctrs + (i,))
         yield from rec(0, ())

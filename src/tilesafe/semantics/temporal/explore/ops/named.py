@@ -59,6 +59,25 @@ class NamedArriveOp(Op):
             return (), (key,) + tuple(obj.free(x) for x in range(len(self.m.atoms)))
         return (), (key,)
 
+    def gates(self, ins: NamedArrive) -> bool:
+        return self.m.ownership and self.m.precise_pools
+
+    def gate(self, state: State, a: int, ins: NamedArrive, ev: Any, reads: frozenset,
+             writes: frozenset) -> tuple[bool, frozenset, frozenset]:
+        """Always enabled; with `Machine.precise_pools`, the atoms it touches in this
+        state: those the class holds a share of (it releases them), those with a pool of
+        this barrier (a completing phase hands them over) or one the class may claim (it
+        gives its claim up) -- no other class's step adds such a holder while the class
+        stands at this arrive (a pool of this barrier is this barrier's object; a claim
+        for the class needs a phase it arrived in)."""
+        i = tables(self.m).index[ins.named]
+        me, pool = self.m.keys.cls[a], named_pool(i)
+        out = [obj.named(i)]
+        for x, p in enumerate(state.perms):
+            if any(k == me or k == pool or claimable_by(k, a) for k, _ in p.holders):
+                out.append(obj.free(x))
+        return True, reads, frozenset(out)
+
     def apply(self, s: Mut, a: int, ins: NamedArrive, ev: Any, span: Span | None) -> None:
         """bar.arrive / the arrive of bar.sync: the class's threads count towards the
         current phase of the named barrier; its accesses are published and what it holds
