@@ -34,6 +34,8 @@ param_outcome.py (the records the checkers read).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from fractions import Fraction
 
 import z3
@@ -410,11 +412,28 @@ def sizes_for_trip(model: Model, trip: int, timeout_ms: int = 5000) -> dict[str,
     return arg.sizes.for_trip(group.t_expr, trip)
 
 
+@contextmanager
+def fresh_z3_context() -> Iterator[None]:
+    """Every z3 term of one argument in a context of its own. Why: z3 numbers its terms in
+    creation order and its heuristics follow those numbers, so the same query in a process
+    that has built other terms before can take 100x as long -- a periodicity query that
+    answers at once alone timed out (10 s) after another kernel's argument in the same
+    test process. The argument's terms never leave it (queries are kept as SMT-LIB text),
+    so z3's default context is swapped for a fresh one and put back afterwards."""
+    saved = z3.z3._main_ctx
+    z3.z3._main_ctx = z3.Context()
+    try:
+        yield
+    finally:
+        z3.z3._main_ctx = saved
+
+
 def explore_all(model: Model, por: bool, max_states: int, timeout_ms: int,
                 budget: Budget | None = None) -> Outcome:
     """The verdict material for a model: see the module docstring. Without `budget`, the
     searches share one of `max_states` states in all."""
-    return Argument(model, por, max_states, timeout_ms, budget).run()
+    with fresh_z3_context():
+        return Argument(model, por, max_states, timeout_ms, budget).run()
 
 
 __all__ = ["Config", "Enc", "Outcome", "Timeout", "explore_all", "sample_sizes",
