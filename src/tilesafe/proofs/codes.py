@@ -40,6 +40,9 @@ CODES: dict[str, str] = {
              "element",
     "TS042": "a malformed requires clause (not an `in` integer index tensor, a variable that "
              "indexes no index tensor, not Presburger, a predicate misused)",
+    "TS043": "a cluster construct that does not fit the kernel's cluster (no `cluster` clause, "
+             "a CTA or multicast mask outside it, a peer's barrier in anything but `arrive`, "
+             "more than 8 CTAs)",
     "TS100": "a shared-memory layout that cannot be realised over its buffer",
     "TS101": "a shared-memory layout that maps two elements to one offset (aliasing)",
     "TS102": "a shared-memory layout with a negative offset",
