@@ -9,24 +9,32 @@ import numpy as np
 F32 = np.float32
 
 
-def tree128(v: np.ndarray) -> np.ndarray:
-    """The halving tree over the last axis of 128 values: part[t] += part[t + h], h = 64 .. 1."""
+def ref_multicast_copy(s: dict, x: dict) -> dict:
+    src = np.asarray(x["src"], F32)
+    return {"dst": np.stack([src, src])}
+
+
+def tree(v: np.ndarray) -> np.ndarray:
+    """The halving tree over the last axis (a power of two): part[t] += part[t + h]."""
     part = np.array(v, dtype=F32)
-    h = 64
+    h = part.shape[-1] // 2
     while h:
         part[..., :h] = part[..., :h] + part[..., h:2 * h]
         h //= 2
     return part[..., 0]
 
 
-def ref_multicast_copy(s: dict, x: dict) -> dict:
-    src = np.asarray(x["src"], F32)
-    return {"dst": np.stack([src, src])}
-
-
 def ref_cluster_row_sum(s: dict, x: dict) -> dict:
+    """CTA r: thread t adds columns r*128 + j*32 + t, j = 0..3, in order from 0.0; a tree
+    over the 32 partials; then y = p0 + p1."""
     a = np.asarray(x["x"], F32)
-    return {"y": tree128(a[:, :128]) + tree128(a[:, 128:])}
+    halves = []
+    for r in range(2):
+        acc = np.zeros((a.shape[0], 32), F32)
+        for j in range(4):
+            acc = acc + a[:, r * 128 + j * 32: r * 128 + j * 32 + 32]
+        halves.append(tree(acc))
+    return {"y": halves[0] + halves[1]}
 
 
 def ref_multicast_ring(s: dict, x: dict) -> dict:

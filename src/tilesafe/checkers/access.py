@@ -70,6 +70,7 @@ WRITTEN_TWICE = "TS211"  # two instances write one element of an output tensor
 UNWRITTEN = "TS212"  # an element of an output tensor no instance writes
 EMPTY_GRID = "TS213"  # a grid dimension below 1 for some allowed size: nothing launches
 GRID_TOO_LARGE = "TS214"  # a grid dimension beyond the hardware's maximum for some size
+GRID_NOT_CLUSTERS = "TS220"  # a grid dimension not a multiple of the cluster's for some size
 INPUT_WRITTEN = "TS215"  # an element of an `in` tensor is written
 ROLE_UNDECLARED = "TS216"  # a parameter with an inferred role (warning)
 ISL_LIMIT = "TS290"  # ISL ran past its operation budget or failed: verdict unknown
@@ -108,6 +109,11 @@ def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:
         results.append(_run(ctx, f"{kernel.name}: grid dimension {axis} at most {limit}",
                             g.span, setup,
                             lambda g=g, limit=limit: _grid_fits(kernel, ctx, g, limit, where)))
+        d = kernel.cluster["xyz".index(axis)] if kernel.cluster is not None else 1
+        if d > 1:
+            results.append(_run(ctx, f"{kernel.name}: grid dimension {axis} a multiple of the "
+                                f"cluster's {d}", g.span, setup,
+                                lambda g=g, d=d: _grid_clusters(kernel, ctx, g, d, where)))
     results.extend(_role_declared(kernel, t) for t in kernel.params if not t.role_declared)
     for a in accesses:
         if a.clipped:
@@ -204,6 +210,28 @@ def _grid_fits(kernel: ir.Kernel, ctx: isl.Context, extent: ir.Expr, limit: int,
                    f"{eval_sizes(extent, sizes)}, more than the hardware's {limit}: the launch "
                    "fails (bound the sizes in 'where')", GRID_TOO_LARGE, {"sizes": sizes},
                    evidence)
+
+
+def _grid_clusters(kernel: ir.Kernel, ctx: isl.Context, extent: ir.Expr, d: int,
+                   where: CondSets) -> _Result:
+    """A launch of clusters of d CTAs along an axis needs a grid that is a multiple of d
+    there (cuLaunchKernelEx refuses it otherwise)."""
+    env = params_env(kernel, ctx)
+    value = term(extent, env)
+    rest = value.mod_val(isl.Val.int_from_si(ctx, d))
+    bad = rest.ne_set(constant(env, 0)).params()
+    violations = bad.intersect(where.under)
+    evidence = {"extent": str(value), "cluster": d, "violations": str(violations)}
+    if violations.is_empty():
+        if not bad.intersect(where.over).is_empty():
+            return _Result(Verdict.UNKNOWN, "the grid may not be made of clusters where an "
+                           "unmodelled 'where' atom holds", INEXACT, evidence=evidence)
+        return _Result(Verdict.PROVED, f"a whole number of clusters of {d} for every allowed "
+                       "size", evidence=evidence)
+    sizes, _ = _smallest(violations)
+    return _Result(Verdict.REFUTED, f"at {_sizes(sizes)} the grid extent is "
+                   f"{eval_sizes(extent, sizes)}, not a multiple of the cluster's {d}: the "
+                   "launch fails", GRID_NOT_CLUSTERS, {"sizes": sizes}, evidence)
 
 
 def _launchable(kernel: ir.Kernel, ctx: isl.Context) -> isl.Set:

@@ -634,10 +634,25 @@ class TensorMap:
 
 @dataclass(frozen=True)
 class BarrierGuard:
-    """`guards buf[i]`: barrier i protects stage i of buf (indexed), or all of buf."""
+    """`guards buf[i]`: barrier i protects stage i of buf (indexed), or all of buf.
+
+    `per_cta` (only in the temporal model's view of a cluster as one block,
+    semantics/temporal/cluster_view.py, where every buffer gains a leading CTA dim and a
+    barrier array holds `per_cta` instances per CTA): instance i protects stage i % per_cta
+    of every CTA's copy (indexed), or every CTA's whole copy -- an arrive on a peer's
+    barrier hands over what the arriving class holds of the stage wherever it lives."""
 
     buffer: str
     indexed: bool
+    per_cta: int = 0
+
+    def prefixes(self, i: int, buffer: SharedBuffer) -> tuple[tuple[int, ...], ...]:
+        """The buffer slices (index prefixes) barrier instance i hands over."""
+        if self.per_cta:
+            if not self.indexed:
+                return ((),)
+            return tuple((r, i % self.per_cta) for r in range(buffer.shape[0]))
+        return ((i,),) if self.indexed else ((),)
 
 
 @dataclass(frozen=True)
