@@ -82,7 +82,8 @@ def test_bad_cluster_kernels_refuted(name: str):
 
 FIXES = {
     # the fix of each bad kernel, as a text replacement
-    "ts309_remote_arrive_cta_scope": ("    arrive ready@0\n", "    arrive ready@0, scope cluster\n"),
+    "ts309_remote_arrive_cta_scope": ("    arrive ready@0\n",
+                                      "    arrive ready@0, scope cluster\n"),
     "ts309_gather_wait_cta_scope": ("    wait gather parity 0\n",
                                     "    wait gather parity 0, scope cluster\n"),
     "ts309_relaxed_cluster_arrive": ("  cluster_arrive relaxed\n", "  cluster_arrive\n"),
