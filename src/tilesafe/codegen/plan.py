@@ -68,5 +68,10 @@ def bind(kernel: ir.Kernel, compiled: CompiledKernel, sizes: Mapping[str, int]) 
             params.append({"kind": "tensormap", "name": p.source, "tensor": tm.tensor,
                            "spec": dataclasses.asdict(spec)})
     full = tuple(grid) + (1,) * (3 - len(grid))
+    if kernel.cluster is not None and any(g % c for g, c in zip(full, kernel.cluster,
+                                                               strict=True)):
+        raise ContractError(f"grid {list(full)} is not made of clusters of "
+                            f"{list(kernel.cluster)} CTAs")
     return LaunchSpec(compiled.name, compiled.ptx, full, compiled.block,  # type: ignore[arg-type]
-                      compiled.smem_bytes, tuple(params), tuple(sorted(tensor_usage(kernel)[1])))
+                      compiled.smem_bytes, tuple(params), tuple(sorted(tensor_usage(kernel)[1])),
+                      kernel.cluster)

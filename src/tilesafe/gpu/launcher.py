@@ -86,7 +86,8 @@ def _run(dev: drv.Device, spec: LaunchSpec, arrays: Mapping[str, np.ndarray], re
     except drv.DriverError as exc:
         return GpuRun("error", str(exc), ptxas=report)
     try:
-        dev.launch(fn, spec.grid, spec.block, spec.smem_bytes, args, types)
+        dev.launch(fn, spec.grid, spec.block, spec.smem_bytes, args, types,
+                   cluster=spec.cluster)
         dev.synchronize()
     except drv.DriverError as exc:
         status = "trap" if any(t in exc.error for t in _TRAPS) else "error"
@@ -138,13 +139,15 @@ def _arguments(dev: drv.Device, spec: LaunchSpec, arrays: Mapping[str, np.ndarra
 def _time(dev: drv.Device, fn: Any, spec: LaunchSpec, args: list[Any], types: list[Any],
           repeat: int, warmup: int) -> float:
     for _ in range(warmup):
-        dev.launch(fn, spec.grid, spec.block, spec.smem_bytes, args, types)
+        dev.launch(fn, spec.grid, spec.block, spec.smem_bytes, args, types,
+                   cluster=spec.cluster)
     dev.synchronize()
     times = []
     start, end = dev.event(), dev.event()
     for _ in range(repeat):
         dev.record(start)
-        dev.launch(fn, spec.grid, spec.block, spec.smem_bytes, args, types)
+        dev.launch(fn, spec.grid, spec.block, spec.smem_bytes, args, types,
+                   cluster=spec.cluster)
         dev.record(end)
         times.append(dev.elapsed_ms(start, end))
     return float(np.median(times))
