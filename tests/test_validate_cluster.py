@@ -19,7 +19,7 @@ from tilesafe.codegen.validate import validate_ptx
 from tilesafe.frontend.load import load_program
 
 ROOT = Path(__file__).resolve().parent.parent
-KERNELS = ("multicast_copy", "cluster_row_sum", "multicast_ring")
+KERNELS = ("multicast_copy", "cluster_row_sum", "multicast_ring", "gemm_multicast")
 
 
 def compiled(name: str):

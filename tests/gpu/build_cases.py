@@ -165,7 +165,9 @@ def wgmma_cases(seeds: int) -> Iterator[Case]:
     accumulator is an integer below 2^24, so any summation order gives the same bits) and
     full-range u8. A wrong descriptor, swizzle, fragment map or k-step permutes or drops
     products and shows as a different integer."""
-    for path in sorted((ROOT / "corpus" / "wgmma").glob("*.tsk")):
+    paths = sorted((ROOT / "corpus" / "wgmma").glob("*.tsk")) + sorted(
+        (ROOT / "corpus" / "cluster").glob("gemm*.tsk"))  # the multicast GEMM too
+    for path in paths:
         kernel = load_program(path).kernels[0]
         compiled = compile_kernel(kernel, str(path), unverified_banner(
             ["TS538 the temporal model does not cover wgmma yet"]))
