@@ -153,3 +153,20 @@ def test_remote_arrive_on_an_unpublished_init():
     body = REMOTE.replace("  fence mbarrier_init\n", "").replace(
         "cluster_sync\n", "cluster_arrive relaxed\ncluster_wait\n", 1)
     assert code_of(body, policy="random") == "TS405"
+
+
+@pytest.mark.slow
+def test_multicast_gemm_equals_its_specification():
+    """corpus/cluster/gemm_multicast.tsk (clusters of two 384-thread CTAs, B multicast,
+    wgmma) on exact inputs (small integers: every partial sum exact in f32), a ragged size
+    whose odd row-tile count leaves CTA 1 of the last cluster past M (about 20 s)."""
+    from tilesafe.semantics.interpreter.interp_io import tensor_shapes
+    from tilesafe.semantics.value import spec_eval
+    from tilesafe.semantics.value.spec_inputs import value_inputs
+
+    k = kernel_of("gemm_multicast")
+    sizes = {"M": 200, "N": 264, "K": 136}
+    inputs = value_inputs(k, sizes, 500, True)
+    got = run_kernel(k, sizes, inputs, seed=0).tensors["c"]
+    want = spec_eval.expected(k, k.ensures[0], sizes, inputs, tensor_shapes(k, sizes))
+    np.testing.assert_array_equal(got.view(np.uint16), want.astype(got.dtype).view(np.uint16))
