@@ -115,3 +115,14 @@ def test_multicast_mask_outside_the_cluster():
 def test_peer_rank_must_be_affine():
     found = codes(src("let v = part@(cta_rank * cta_rank)[0]"))
     assert [c for c, *_ in found] == ["TS023"]
+
+
+def test_amd_refuses_every_cluster_construct():
+    """gfx942 has no clusters: the clause, a peer's memory and the cluster barrier are
+    TS036, each where it is."""
+    text = src("cluster_sync\nlet v = part@1[0]\npart@0[thread] = 1.0\nsync")
+    with pytest.raises(DiagnosticError) as err:
+        compile_source(text, "c.tsk", "gfx942")
+    found = [(d.code, d.span.line) for d in err.value.diagnostics]
+    assert {c for c, _ in found} == {"TS036"}
+    assert {1, 8, 9, 10} <= {line for _, line in found}, found
