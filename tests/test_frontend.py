@@ -105,6 +105,8 @@ BODY_CASES = [
      "mbarrier r count 1\ntma_load b <- t[0, 0] signal r", "TS031", 4, 3),
     ("role beyond block", "role r = warps 3 .. 5 {\n}", "TS032", 1, 12),
     ("empty role", "role r = threads 8 .. 8 {\n}", "TS032", 1, 12),
+    ("cta_rank without a cluster", "let a = cta_rank", "TS043", 1, 11),
+    ("peer buffer without a cluster", "shared t: f32[4]\nt@1[0] = 1.0", "TS043", 2, 5),
 ]
 
 

@@ -72,7 +72,9 @@ def test_every_operator_family_fires_on_the_corpus():
     for name in ("pipeline2", "ragged_tail", "smem_fence_tma_store", "tma_copy_single",
                  "transpose_swizzled", "cute_layout", "named_handoff"):
         seen.update(_by_operator(GOOD / f"{name}.tsk"))
-    families = {op.split(".")[0] if op.split(".")[0] in ("int", "delete") else op for op in seen}
+    seen.update(_by_operator(ROOT / "corpus" / "cluster" / "gemm_multicast.tsk"))
+    families = {op.split(".")[0] if op.split(".")[0] in ("int", "delete", "cluster") else op
+                for op in seen}
     # no corpus TMA coordinate is a sum at the top; coord-drop is checked on its own below
     assert set(operators.FAMILIES) - {"coord-drop"} <= families | {"delete", "int"}
     for kind in ("wait", "arrive", "sync", "fence", "store", "init", "tma_load", "tma_store",
@@ -114,6 +116,34 @@ def test_named_barrier_edits():
                                                             "bar_arrive 2, 256"}
     assert "bar_sync 1, 128" in _after(ops["int.bar-count"], "bar_sync 1, 256")
     assert "bar_sync 2, 256" in _after(ops["int.bar-id"], "bar_sync 1, 256")
+
+
+def test_cluster_edits(tmp_path: Path):
+    """The slips of the real-world cluster bugs: a scope forgotten, a release made relaxed,
+    the cluster barrier written as the CTA's, a peer's buffer or barrier as the own, a
+    multicast made plain, a mask or rank off by one, a cluster barrier deleted."""
+    ops = _by_operator(ROOT / "corpus" / "cluster" / "multicast_ring.tsk")
+    remote = "arrive empty_w@s[s], one per warp, scope cluster"
+    assert _after(ops["cluster.scope"], remote) == {"arrive empty_w@s[s], one per warp"}
+    assert _after(ops["cluster.relaxed"], remote) == {
+        "arrive empty_w@s[s], one per warp, relaxed, scope cluster"}
+    assert _after(ops["cluster.local"], remote) == {
+        "arrive empty_w[s], one per warp, scope cluster"}
+    assert {c.after for c in ops["cluster.cta-sync"]} == {"sync"}
+    assert {c.before for c in ops["delete.cluster_barrier"]} == {"cluster_sync"}
+    assert len(ops["delete.cluster_barrier"]) == 2
+    assert [c.after for c in ops["cluster.unicast"]] == [
+        "tma_load ws[s] <- tw[k * 64] signal full[s]"]
+    assert {c.edit for c in ops["int.mask"]} >= {"`3` -> `1` (/2)", "`3` -> `2` (-1)"}
+    ops = _by_operator(ROOT / "corpus" / "cluster" / "cluster_row_sum.tsk")
+    assert [c.edit for c in ops["cluster.local"]] == ["`part@1[0]` -> `part[0]`"]
+    assert "`1` -> `0` (-1)" in [c.edit for c in ops["int.rank"]]
+    text = (ROOT / "corpus" / "cluster" / "cluster_row_sum.tsk").read_text()
+    assert text.endswith("  cluster_sync\n}\n")
+    split = tmp_path / "split.tsk"
+    split.write_text(text[:-len("  cluster_sync\n}\n")] + "  cluster_arrive\n  cluster_wait\n}\n")
+    relaxed = _by_operator(split)["cluster.relaxed"]
+    assert [c.after for c in relaxed] == ["cluster_arrive relaxed"]
 
 
 def test_guard_index_and_layout_edits():

@@ -1,6 +1,6 @@
 """Build the GPU differential-test cases on the host (needs the full tilesafe install).
 
-    python tests/gpu/build_cases.py OUT_DIR [--only good,codegen,bad,big] [--seeds 3]
+    python tests/gpu/build_cases.py OUT_DIR [--only good,codegen,bad,big,cluster] [--seeds 3]
 
 * good:    every corpus/good kernel at every size of tests/corpus_refs.CASES (non-powers of
            two and ragged edges wherever `where` allows) x seeds, inputs from
@@ -8,6 +8,10 @@
 * codegen: corpus/codegen kernels (every construct) at the sizes their `// sizes:` header
            lists, with adversarial inputs (NaN, +-0, +-inf, subnormals, huge values,
            full-range integers), expected = the interpreter's tensors;
+* cluster: every corpus/cluster kernel (thread-block clusters: DSMEM, multicast TMA, the
+           cluster barrier; launched with cuLaunchKernelEx and the cluster dimension) at
+           the sizes of tests/cluster_refs.CASES x seeds, expected = the interpreter's
+           tensors, which must equal the NumPy reference bit for bit before a case is saved;
 * bad:     every corpus/bad kernel that compiles with --unverified, at small sizes its
            `where` allows: what the hardware does is recorded ("observe");
 * fuzz:    random scalar programs (tests/gpu/fuzz_kernels.py) on adversarial inputs;
@@ -32,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from cluster_refs import CASES as CLUSTER_CASES  # noqa: E402
 from corpus_refs import CASES  # noqa: E402
 
 from tilesafe.api import checked_program as load_program  # noqa: E402
@@ -160,7 +165,9 @@ def wgmma_cases(seeds: int) -> Iterator[Case]:
     accumulator is an integer below 2^24, so any summation order gives the same bits) and
     full-range u8. A wrong descriptor, swizzle, fragment map or k-step permutes or drops
     products and shows as a different integer."""
-    for path in sorted((ROOT / "corpus" / "wgmma").glob("*.tsk")):
+    paths = sorted((ROOT / "corpus" / "wgmma").glob("*.tsk")) + sorted(
+        (ROOT / "corpus" / "cluster").glob("gemm*.tsk"))  # the multicast GEMM too
+    for path in paths:
         kernel = load_program(path).kernels[0]
         compiled = compile_kernel(kernel, str(path), unverified_banner(
             ["TS538 the temporal model does not cover wgmma yet"]))
@@ -174,6 +181,26 @@ def wgmma_cases(seeds: int) -> Iterator[Case]:
                        inputs, "interp", want,
                        {"kernel": path.stem, "sizes": sizes, "seed": seed,
                         "expected": "specification, exact inputs"})
+
+
+def cluster_cases(seeds: int) -> Iterator[Case]:
+    for kname in sorted(CLUSTER_CASES):
+        ref, all_sizes = CLUSTER_CASES[kname]
+        path = ROOT / "corpus" / "cluster" / f"{kname}.tsk"
+        kernel = load_program(path).kernels[0]
+        compiled = compile_kernel(kernel, str(path))
+        for sizes, seed in itertools.product(all_sizes, range(seeds)):
+            inputs = random_inputs(kernel, sizes, np.random.default_rng(seed))
+            case = _interp_case(f"cluster-{kname}-{_tag(sizes)}-s{seed}", kernel, compiled,
+                                dict(sizes), inputs, seed, "interp",
+                                {"kernel": kname, "sizes": sizes, "seed": seed,
+                                 "cluster": list(kernel.cluster or ())})
+            for name, want in ref(sizes, inputs).items():
+                got = case.expected[name]
+                if not np.array_equal(got.view(np.uint8), np.asarray(want).view(np.uint8)):
+                    raise SystemExit(f"{case.name}: the interpreter's {name} differs from the "
+                                     "NumPy reference")
+            yield case
 
 
 def small_sizes(kernel: ir.Kernel) -> dict[str, int] | None:
@@ -296,7 +323,7 @@ def main(argv: list[str]) -> int:
     kinds = a.only.split(",")
     makers = {"good": lambda: good_cases(a.seeds, only), "codegen": lambda: codegen_cases(a.seeds),
               "bad": bad_cases, "big": big_cases, "fuzz": lambda: fuzz_cases(a.fuzz),
-              "wgmma": lambda: wgmma_cases(a.seeds)}
+              "wgmma": lambda: wgmma_cases(a.seeds), "cluster": lambda: cluster_cases(a.seeds)}
     n = 0
     for kind in kinds:
         for case in makers[kind]():

@@ -4,9 +4,10 @@
 # built on the host (tests/gpu/build_cases.py -> .gpucases, bench/bench_gpu.py build ->
 # .benchcases) and tilesafe travels as a wheel (.whl); `python3 -P` keeps the checkout's own
 # tilesafe/ folder from shadowing the installed package. Usage: tests/gpu/device_run.sh STEPS
-# with STEPS a comma list of: info,pytest,cli,good,codegen,fuzz,big,wgmma,hip,bad,sanitize,
-# bench,gemm (gemm: bench/bench_gemm.py run .benchgemm; hip: the HIP-on-CUDA cases of
-# tests/gpu/build_hip_cases.py, built on the host into .gpucases).
+# with STEPS a comma list of: info,pytest,cli,good,codegen,fuzz,big,wgmma,cluster,hip,bad,
+# sanitize,bench,gemm (gemm: bench/bench_gemm.py run .benchgemm; hip: the HIP-on-CUDA cases
+# of tests/gpu/build_hip_cases.py, built on the host into .gpucases; cluster: the
+# corpus/cluster kernels, launched as thread-block clusters with cuLaunchKernelEx).
 # `pytest` and `cli` need the full install: carry .whl with the wheels of lark, islpy,
 # z3-solver and pysmt beside tilesafe's (the other steps need numpy and cuda-python only).
 set -u
@@ -38,7 +39,7 @@ if has cli; then
   python3 -P -m tilesafe.cli run corpus/bad/ts410_producer_waits_full.tsk --size M=64,N=128 \
     --device gpu --unverified --timeout 10 2>&1 | tee -a "$out/cli.txt" | head -1
 fi
-for kind in good codegen fuzz big wgmma hip; do
+for kind in good codegen fuzz big wgmma cluster hip; do
   if has $kind; then
     echo "== $kind"
     python3 -P -m tilesafe.gpu.cases run .gpucases --only "$kind-" --json "$out/$kind.json" \

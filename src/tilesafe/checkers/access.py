@@ -52,7 +52,9 @@ from tilesafe.frontend.span import Span
 from tilesafe.semantics.access import coverage, gather, gather_coverage
 from tilesafe.semantics.access.access import (
     AccessRelation,
+    ClusterRef,
     Kind,
+    cluster_refs,
     collect,
     params_env,
     point_values,
@@ -71,6 +73,8 @@ WRITTEN_TWICE = "TS211"  # two instances write one element of an output tensor
 UNWRITTEN = "TS212"  # an element of an output tensor no instance writes
 EMPTY_GRID = "TS213"  # a grid dimension below 1 for some allowed size: nothing launches
 GRID_TOO_LARGE = "TS214"  # a grid dimension beyond the hardware's maximum for some size
+GRID_NOT_CLUSTERS = "TS221"  # a grid dimension not a multiple of the cluster's for some size
+BAD_RANK = "TS434"  # a CTA rank or multicast mask outside the cluster for some instance
 INPUT_WRITTEN = "TS215"  # an element of an `in` tensor is written
 ROLE_UNDECLARED = "TS216"  # a parameter with an inferred role (warning)
 ISL_LIMIT = "TS290"  # ISL ran past its operation budget or failed: verdict unknown
@@ -96,6 +100,7 @@ def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:
     start = time.perf_counter()
     try:
         accesses = collect(kernel, ctx)
+        ranks = cluster_refs(kernel, ctx)
         where = where_params(kernel, ctx)
     except (isl.Error, NotAffine) as err:
         return [Obligation(CHECKER, f"{kernel.name}: access relations", Verdict.UNKNOWN,
@@ -109,6 +114,11 @@ def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:
         results.append(_run(ctx, f"{kernel.name}: grid dimension {axis} at most {limit}",
                             g.span, setup,
                             lambda g=g, limit=limit: _grid_fits(kernel, ctx, g, limit, where)))
+        d = kernel.cluster["xyz".index(axis)] if kernel.cluster is not None else 1
+        if d > 1:
+            results.append(_run(ctx, f"{kernel.name}: grid dimension {axis} a multiple of the "
+                                f"cluster's {d}", g.span, setup,
+                                lambda g=g, d=d: _grid_clusters(kernel, ctx, g, d, where)))
     results.extend(_role_declared(kernel, t) for t in kernel.params if not t.role_declared)
     for a in accesses:
         if a.clipped:
@@ -116,6 +126,10 @@ def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:
         what = "global" if a.space is ir.Space.GLOBAL else "shared"
         name = f"{kernel.name}: {what} {a.kind.value} of {a.tensor} at {_at(a.span)} in bounds"
         results.append(_run(ctx, name, a.span, setup, lambda a=a: _in_bounds(kernel, ctx, a)))
+    for r in ranks:
+        name = f"{kernel.name}: {r.what} at {_at(r.access.span)} inside the cluster"
+        results.append(_run(ctx, name, r.access.span, setup,
+                            lambda r=r: _in_cluster(kernel, ctx, r)))
     writers = _writers(accesses)
     for t in kernel.params:
         ws = writers.get(t.name, [])
@@ -205,6 +219,28 @@ def _grid_fits(kernel: ir.Kernel, ctx: isl.Context, extent: ir.Expr, limit: int,
                    f"{eval_sizes(extent, sizes)}, more than the hardware's {limit}: the launch "
                    "fails (bound the sizes in 'where')", GRID_TOO_LARGE, {"sizes": sizes},
                    evidence)
+
+
+def _grid_clusters(kernel: ir.Kernel, ctx: isl.Context, extent: ir.Expr, d: int,
+                   where: CondSets) -> _Result:
+    """A launch of clusters of d CTAs along an axis needs a grid that is a multiple of d
+    there (cuLaunchKernelEx refuses it otherwise)."""
+    env = params_env(kernel, ctx)
+    value = term(extent, env)
+    rest = value.mod_val(isl.Val.int_from_si(ctx, d))
+    bad = rest.ne_set(constant(env, 0)).params()
+    violations = bad.intersect(where.under)
+    evidence = {"extent": str(value), "cluster": d, "violations": str(violations)}
+    if violations.is_empty():
+        if not bad.intersect(where.over).is_empty():
+            return _Result(Verdict.UNKNOWN, "the grid may not be made of clusters where an "
+                           "unmodelled 'where' atom holds", INEXACT, evidence=evidence)
+        return _Result(Verdict.PROVED, f"a whole number of clusters of {d} for every allowed "
+                       "size", evidence=evidence)
+    sizes, _ = _smallest(violations)
+    return _Result(Verdict.REFUTED, f"at {_sizes(sizes)} the grid extent is "
+                   f"{eval_sizes(extent, sizes)}, not a multiple of the cluster's {d}: the "
+                   "launch fails", GRID_NOT_CLUSTERS, {"sizes": sizes}, evidence)
 
 
 def _launchable(kernel: ir.Kernel, ctx: isl.Context) -> isl.Set:
@@ -309,6 +345,45 @@ def _in_bounds(kernel: ir.Kernel, ctx: isl.Context, a: AccessRelation) -> _Resul
     message = (f"{a.kind.value} of {a.tensor}[{', '.join(map(str, index))}] is outside the "
                f"{where} (shape [{', '.join(map(str, shape))}]) at {_describe(cex)}")
     return _Result(Verdict.REFUTED, message, code, cex, evidence)
+
+
+def _in_cluster(kernel: ir.Kernel, ctx: isl.Context, r: ClusterRef) -> _Result:
+    """Every rank in 0 .. C - 1, every mask in 1 .. 2^C - 1 (C CTAs per cluster): the
+    value relation minus that range is empty."""
+    a = r.access
+    if a.relation is None or a.relation_under is None:
+        return _Result(Verdict.UNKNOWN, f"cannot model the value: {a.error}", INEXACT)
+    size = kernel.cluster_size
+    lo, hi = (1, (1 << size) - 1) if r.mask else (0, size - 1)
+    valid = isl.Set.read_from_str(ctx, f"{{ {a.tensor}[i0] : {lo} <= i0 <= {hi} }}")
+    valid = valid.align_params(a.relation.get_space().params())
+    over = a.relation.subtract_range(valid)
+    evidence: dict[str, object] = {
+        "domain": str(a.domain), "relation": str(a.relation), "valid": str(valid),
+        "query": "is_empty(relation.subtract_range(valid))",
+    }
+    what = "mask" if r.mask else "rank"
+    if a.dropped:
+        evidence["dropped_guards"] = list(a.dropped)
+    if over.is_empty():
+        return _Result(Verdict.PROVED, f"every {what} in {lo} .. {hi} for every allowed size",
+                       evidence=evidence)
+    evidence["violations"] = str(over)
+    under = a.relation_under.subtract_range(valid)
+    if under.is_empty():
+        return _Result(Verdict.UNKNOWN, f"a {what} outside the cluster is possible only if "
+                       f"the unmodelled guard allows it: {'; '.join(a.dropped)}", INEXACT,
+                       evidence=evidence)
+    params, coords = _sample(kernel, under.wrap())
+    n = len(a.dims)
+    cex = _instance(kernel, a, params, coords[:n])
+    value = coords[n]
+    cex[what] = value
+    named = ("names no CTA or one outside the cluster" if r.mask else
+             "is outside the cluster")
+    message = (f"{r.what}: {what} {value} {named} (the cluster has {size} CTAs, ranks 0 .. "
+               f"{size - 1}) at {_describe(cex)}")
+    return _Result(Verdict.REFUTED, message, BAD_RANK, cex, evidence)
 
 
 def _shape(kernel: ir.Kernel, a: AccessRelation, sizes: Mapping[str, int]) -> list[int]:

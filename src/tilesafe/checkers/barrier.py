@@ -61,6 +61,16 @@ PROPS = (
          "every wgmma comes after a wgmma_fence of its threads that follows their last access "
          "to its fragment's registers"),
 )
+# A cluster's (docs/temporal.md §16): only kernels with a `cluster` clause have it.
+CLUSTER_PROPS = (
+    Prop("cluster-lifetime", ("TS432", "TS433"),
+         "no CTA touches another CTA's shared memory or barriers before the two met at a "
+         "cluster barrier, nor after the other may have exited"),
+)
+
+
+def props_of(kernel: ir.Kernel) -> tuple[Prop, ...]:
+    return PROPS + (CLUSTER_PROPS if kernel.cluster is not None else ())
 
 
 def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:
@@ -69,4 +79,5 @@ def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:
     evidence = {}
     if run.model is not None:
         evidence["arrivals per statement"] = temporal.arrival_table(run.model)
-    return temporal.obligations(CHECKER, "TS4", PROPS, run, kernel, evidence, options)
+    return temporal.obligations(CHECKER, "TS4", props_of(kernel), run, kernel, evidence,
+                                options)

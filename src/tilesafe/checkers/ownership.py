@@ -65,6 +65,12 @@ PROPS = (
          "no fragment register is read or written while a wgmma into it may be pending (a "
          "wgmma_wait covers its group first)"),
 )
+# A cluster's (docs/temporal.md §16): only kernels with a `cluster` clause have it.
+CLUSTER_PROPS = (
+    Prop("cluster-scope", ("TS309",),
+         "every hand-off between CTAs of a cluster releases and acquires at cluster scope "
+         "(no relaxed or .cta arrive, wait or cluster_arrive carries it)"),
+)
 
 def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:
     """Ownership obligations for one kernel (never prints)."""
@@ -72,7 +78,8 @@ def check(kernel: ir.Kernel, options: CheckOptions) -> list[Obligation]:
     evidence = {}
     if run.model is not None and run.outcome is not None:
         evidence["permissions per program point"] = permission_table(run)
-    return temporal.obligations(CHECKER, "TS3", PROPS, run, kernel, evidence, options)
+    props = PROPS + (CLUSTER_PROPS if kernel.cluster is not None else ())
+    return temporal.obligations(CHECKER, "TS3", props, run, kernel, evidence, options)
 
 
 def permission_table(run: temporal.Run, limit: int = 4) -> dict[str, list[str]]:

@@ -26,7 +26,7 @@ from tilesafe.semantics.hw import mbarrier as mb
 from tilesafe.semantics.interpreter.interp_error import InterpError
 from tilesafe.semantics.interpreter.interp_io import check_where
 from tilesafe.semantics.interpreter.schedule import Guide
-from tilesafe.semantics.temporal import blockparam, reduce, witness
+from tilesafe.semantics.temporal import blockparam, cluster_view, reduce, witness
 from tilesafe.semantics.temporal.budget import BUDGET_CODE, Budget
 from tilesafe.semantics.temporal.events import (
     Lets,
@@ -100,6 +100,10 @@ def explore_barrier(kernel: ir.Kernel, options: CheckOptions) -> Run:
     own = explore(kernel, True, options)
     if own.outcome is not None and own.outcome.complete and not own.outcome.findings:
         return own
+    if kernel.cluster is not None:
+        # A cluster's lifetimes are also broken by distributed shared-memory accesses,
+        # which only the ownership semantics has (semantics/temporal/explore/ops/cluster.py).
+        return own
     return explore(kernel, False, options)
 
 
@@ -113,12 +117,16 @@ def explore(kernel: ir.Kernel, ownership: bool, options: CheckOptions,
     t0 = time.perf_counter()
     budget = budget_for(kernel, options)
     try:
+        # A cluster is explored as one block (semantics/temporal/cluster_view.py).
+        cluster = cluster_view.info(kernel)
         # A persistent kernel's tile schedule makes trip counts depend on the block: the
         # block index becomes a size of the one-block model (semantics/temporal/blockparam.py).
-        lifted = blockparam.lift(kernel)
-        model = build_model(lifted, ownership)
+        lifted = blockparam.lift(cluster_view.view(kernel))
+        model = build_model(lifted, ownership, cluster)
         # A reduced system that proves the kernel (semantics/temporal/reduce.py); else as before.
-        reduced = reduce.prove(lifted, model, options.timeout_ms, budget)
+        # (Not for a cluster's view: its reductions would not know the CTAs.)
+        reduced = (None if cluster is not None else
+                   reduce.prove(lifted, model, options.timeout_ms, budget))
         if reduced is not None:
             model, outcome = reduced
         else:
@@ -239,9 +247,10 @@ def primary(kernel: ir.Kernel, options: CheckOptions) -> Primary | None:
 
 
 # Tie-break between violations reached in equally many steps.
-PRIORITY = ("TS402", "TS405", "TS401", "TS409", "TS404", "TS414", "TS413", "TS412", "TS403",
-            "TS407", "TS408", "TS534", "TS301", "TS303", "TS305", "TS302", "TS304", "TS308",
-            "TS406", "TS420", "TS421", "TS410", "TS307", "TS430", "TS431")
+PRIORITY = ("TS433", "TS432", "TS402", "TS405", "TS401", "TS409", "TS404", "TS414", "TS413",
+            "TS412", "TS403", "TS407", "TS408", "TS534", "TS309", "TS301", "TS303", "TS305",
+            "TS302", "TS304", "TS308", "TS406", "TS420", "TS421", "TS410", "TS307", "TS430",
+            "TS431")
 
 
 def _depth(f: Finding, mach: Machine) -> int:
@@ -491,6 +500,8 @@ def interpreter_guide(kernel: ir.Kernel, options: CheckOptions, code: str | None
     `sizes`, the run is followed in that launch instead, when it is a run of it too (a
     longer trip count leaves room for the consequences of an early violation)."""
     hit = None
+    if kernel.cluster is not None:
+        return None  # a cluster's run is its view's: not mapped back to the CTAs' threads yet
     if code is None:
         first = primary(kernel, options)
         if first is not None and first.finding is not None:

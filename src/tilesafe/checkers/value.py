@@ -37,6 +37,8 @@ from tilesafe.checkers.obligation import Obligation, Severity, Verdict
 from tilesafe.checkers.registry import CheckOptions
 from tilesafe.frontend import ir
 from tilesafe.frontend.walk import first_tensor_core
+from tilesafe.semantics.temporal import cluster_view
+from tilesafe.semantics.temporal.event_terms import Unsupported as ViewUnsupported
 from tilesafe.semantics.value import valueflow
 from tilesafe.semantics.value.value_exec import Unsupported
 
@@ -100,8 +102,11 @@ class _Failure:
 def _attempt(kernel: ir.Kernel, spec: ir.Ensures) -> valueflow.Proof | _Failure:
     start = time.perf_counter()
     try:
-        proof = valueflow.prove(kernel, spec)
-    except (valueflow.NotProved, Unsupported, isl.Error, RecursionError) as err:
+        # A cluster is proved as its view as one block, where a peer's shared memory is
+        # shared memory and `cluster_sync` the block's barrier (cluster_view.view).
+        proof = valueflow.prove(cluster_view.view(kernel, values=True), spec)
+    except (valueflow.NotProved, Unsupported, ViewUnsupported, isl.Error,
+            RecursionError) as err:
         reason = getattr(err, "reason", None) or (
             "the prover's ISL operation budget ran out" if "maximal number of operations"
             in str(err) else f"the prover stopped ({type(err).__name__}: {err})")

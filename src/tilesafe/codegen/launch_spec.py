@@ -27,11 +27,16 @@ class LaunchSpec:
     smem_bytes: int
     params: tuple[dict[str, Any], ...]
     written: tuple[str, ...]
+    # CTAs per cluster: the launch is cuLaunchKernelEx with the cluster-dimension
+    # attribute (None: an ordinary launch)
+    cluster: tuple[int, int, int] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @staticmethod
     def from_json(data: Mapping[str, Any]) -> LaunchSpec:
+        cluster = data.get("cluster")
         return LaunchSpec(data["kernel"], data["ptx"], tuple(data["grid"]), data["block"],
-                          data["smem_bytes"], tuple(data["params"]), tuple(data["written"]))
+                          data["smem_bytes"], tuple(data["params"]), tuple(data["written"]),
+                          tuple(cluster) if cluster else None)

@@ -122,6 +122,7 @@ class Load(Instr):
     addr: Value
     readonly: bool
     origin: Span | None = None
+    remote: bool = False  # `addr` is a shared::cluster address (MapA): a peer CTA's memory
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,29 @@ class Store(Instr):
     addr: Value
     value: Value
     origin: Span | None = None
+    remote: bool = False  # `addr` is a shared::cluster address (MapA): a peer CTA's memory
+
+
+@dataclass(frozen=True)
+class MapA(Instr):
+    """dst = the shared::cluster address of shared address `addr` in CTA `cta` of the
+    cluster (PTX `mapa`): every CTA places its buffers at the same offsets, so a peer's
+    element is the own address mapped to the peer."""
+
+    dst: Reg
+    addr: Value
+    cta: Value
+    origin: Span | None = None
+
+
+@dataclass(frozen=True)
+class ClusterBar(Instr):
+    """The cluster barrier: arrive (a release unless `relaxed`) and/or wait (an acquire)."""
+
+    arrive: bool
+    wait: bool
+    relaxed: bool = False
+    origin: Span | None = None
 
 
 @dataclass(frozen=True)
@@ -145,11 +169,16 @@ class MbarInit(Instr):
 
 @dataclass(frozen=True)
 class MbarArrive(Instr):
-    """One arrival (with `tx` expected bytes raised first when given)."""
+    """One arrival (with `tx` expected bytes raised first when given). A release at
+    `scope` ("cta" or "cluster"), nothing with `relaxed`; `remote`: `bar` is a
+    shared::cluster address (a peer CTA's barrier, from MapA)."""
 
     bar: Value
     tx: Value | None
     origin: Span | None = None
+    scope: str = "cta"
+    relaxed: bool = False
+    remote: bool = False
 
 
 @dataclass(frozen=True)
@@ -161,11 +190,14 @@ class MbarExpectTx(Instr):
 
 @dataclass(frozen=True)
 class MbarWait(Instr):
-    """Block until the phase of parity `parity` of the barrier has completed."""
+    """Block until the phase of parity `parity` of the barrier has completed: an acquire
+    at `scope` ("cta" or "cluster"), nothing with `relaxed`."""
 
     bar: Value
     parity: Value
     origin: Span | None = None
+    scope: str = "cta"
+    relaxed: bool = False
 
 
 @dataclass(frozen=True)
@@ -209,6 +241,7 @@ class TmaLoad(Instr):
     coords: tuple[Value, ...]
     bar: Value
     origin: Span | None = None
+    mask: Value | None = None  # multicast: the CTAs of the cluster it lands in (16 bits)
 
 
 @dataclass(frozen=True)
@@ -339,3 +372,4 @@ class Function:
     body: tuple[Instr, ...]
     nregs: int
     notes: tuple[str, ...] = field(default=())
+    cluster: tuple[int, int, int] | None = None  # CTAs per cluster (the launch's attribute)

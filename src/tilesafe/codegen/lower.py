@@ -131,9 +131,11 @@ class _Lowering(MmaLowering, ExprLowering):
                  else self.k.buffer(s.tensor)).dtype
         v = self.value(s.value, scope)
         addr = self.address(s.tensor, s.space, s.indices, scope, s.span)
+        if s.cta is not None:  # a peer CTA's copy of the buffer (distributed shared memory)
+            addr = self.mapa(addr, s.cta, scope, s.span)
         if isinstance(v, IntVal):
             v = self._low32(v.value)
-        self.emit(lir.Store(s.space, dtype, addr, v, s.span))
+        self.emit(lir.Store(s.space, dtype, addr, v, s.span, s.cta is not None))
         return scope
 
     def s_For(self, s: ir.For, scope: Scope) -> Scope:
@@ -221,7 +223,8 @@ class _Lowering(MmaLowering, ExprLowering):
     def s_Wait(self, s: ir.Wait, scope: Scope) -> Scope:
         bar = self.barrier_address(s.barrier, scope)
         parity = self.narrow(self.int_expr(s.parity, scope), Interval(0, 1))
-        self.emit(lir.MbarWait(bar, self._fit(parity, Ty.S32), s.span))
+        self.emit(lir.MbarWait(bar, self._fit(parity, Ty.S32), s.span, s.scope.value,
+                               s.relaxed))
         return scope
 
     def s_Arrive(self, s: ir.Arrive, scope: Scope) -> Scope:
@@ -234,11 +237,14 @@ class _Lowering(MmaLowering, ExprLowering):
         def arrive() -> tuple[lir.Instr, ...]:
             with self.nested() as out:
                 bar = self.barrier_address(s.barrier, scope)
+                remote = s.barrier.cta is not None
+                if remote:  # a peer CTA's barrier
+                    bar = self.mapa(bar, s.barrier.cta, scope, s.span)
                 tx = None
                 if s.tx_bytes is not None:
                     tx = self._fit(self.narrow(self.int_expr(s.tx_bytes, scope),
                                                Interval(0, 2**20 - 1)), Ty.S32)
-                self.emit(lir.MbarArrive(bar, tx, s.span))
+                self.emit(lir.MbarArrive(bar, tx, s.span, s.scope.value, s.relaxed, remote))
             return tuple(out)
 
         single = scope.thread.lo == scope.thread.hi == lo  # inside `elect one`
@@ -305,7 +311,16 @@ class _Lowering(MmaLowering, ExprLowering):
         smem = self._slice_address(s.dst, scope)
         coords = self._coords(s.coords, scope)
         bar = self.barrier_address(s.barrier, scope)
-        self.emit(lir.TmaLoad(f"tm_{s.tensormap}", smem, coords, bar, s.span))
+        mask = None
+        if s.multicast is not None:  # bit r: CTA r of the cluster (16 bits)
+            full = (1 << self.k.cluster_size) - 1
+            mask = self._fit(self.narrow(self.int_expr(s.multicast, scope),
+                                         Interval(1, full)), Ty.S32)
+        self.emit(lir.TmaLoad(f"tm_{s.tensormap}", smem, coords, bar, s.span, mask))
+        return scope
+
+    def s_ClusterBarrier(self, s: ir.ClusterBarrier, scope: Scope) -> Scope:
+        self.emit(lir.ClusterBar(s.arrive, s.wait, s.relaxed, s.span))
         return scope
 
     def s_TmaStore(self, s: ir.TmaStore, scope: Scope) -> Scope:

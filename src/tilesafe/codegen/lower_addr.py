@@ -96,9 +96,19 @@ class Addressing:
     def load(self, e: ir.Load, scope: Scope) -> Reg:
         dtype = self._dtype_of(e)
         addr = self.address(e.tensor, e.space, e.indices, scope, e.span)
+        if e.cta is not None:
+            addr = self.mapa(addr, e.cta, scope, e.span)
         dst = self.reg(Ty.F32 if dtype.is_float else Ty.S32)
         readonly = e.space is ir.Space.GLOBAL and e.tensor not in self.written
-        self.emit(lir.Load(dst, e.space, dtype, addr, readonly, e.span))
+        self.emit(lir.Load(dst, e.space, dtype, addr, readonly, e.span, e.cta is not None))
+        return dst
+
+    def mapa(self, addr: lir.Value, cta: ir.Expr, scope: Scope, span: Span) -> Reg:
+        """The shared::cluster address of `addr` in CTA `cta` (a rank inside the cluster:
+        proved by the checkers)."""
+        rank = self.narrow(self.int_expr(cta, scope), Interval(0, self.k.cluster_size - 1))
+        dst = self.reg(Ty.U32)
+        self.emit(lir.MapA(dst, addr, self._fit(rank, Ty.S32), span))
         return dst
 
     def address(self, name: str, space: ir.Space, indices: tuple[ir.Expr, ...],

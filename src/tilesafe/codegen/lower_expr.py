@@ -88,7 +88,8 @@ class ExprLowering(IntegerOps, Addressing):
         scope = Scope(thread=Interval(0, self.k.block - 1))
         self.stmts(self.k.body, scope)
         return lir.Function(self.k.name, tuple(self.params), self.k.block, self.place.nbytes,
-                            tuple(self.prologue) + tuple(self.out), self.nregs)
+                            tuple(self.prologue) + tuple(self.out), self.nregs,
+                            cluster=self.k.cluster)
 
     def reg(self, ty: Ty) -> Reg:
         self.nregs += 1

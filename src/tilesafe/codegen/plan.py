@@ -42,6 +42,12 @@ class ContractError(ValueError):
     """Sizes outside the launch contract the code was compiled under."""
 
 
+def _plain(fields: dict[str, Any]) -> dict[str, Any]:
+    """Tuples as lists: the spec is the same value before and after its JSON round trip to
+    the GPU machine (a LaunchSpec read back must equal the one written)."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}
+
+
 def bind(kernel: ir.Kernel, compiled: CompiledKernel, sizes: Mapping[str, int]) -> LaunchSpec:
     """The launch of `compiled` at `sizes` (InterpError TS200 if `where` refuses them,
     ContractError outside the launch contract of codegen/ranges.py)."""
@@ -66,7 +72,12 @@ def bind(kernel: ir.Kernel, compiled: CompiledKernel, sizes: Mapping[str, int]) 
             tm = kernel.tensormap(p.source)
             spec = tensormap_spec(kernel, tm, shapes[tm.tensor])
             params.append({"kind": "tensormap", "name": p.source, "tensor": tm.tensor,
-                           "spec": dataclasses.asdict(spec)})
+                           "spec": _plain(dataclasses.asdict(spec))})
     full = tuple(grid) + (1,) * (3 - len(grid))
+    if kernel.cluster is not None and any(g % c for g, c in zip(full, kernel.cluster,
+                                                               strict=True)):
+        raise ContractError(f"grid {list(full)} is not made of clusters of "
+                            f"{list(kernel.cluster)} CTAs")
     return LaunchSpec(compiled.name, compiled.ptx, full, compiled.block,  # type: ignore[arg-type]
-                      compiled.smem_bytes, tuple(params), tuple(sorted(tensor_usage(kernel)[1])))
+                      compiled.smem_bytes, tuple(params), tuple(sorted(tensor_usage(kernel)[1])),
+                      kernel.cluster)

@@ -44,6 +44,9 @@ class Index(Expr):
 
     name: str
     indices: tuple[Expr, ...]
+    # `part@r[i]`: the copy of a shared buffer in CTA r of the cluster (distributed shared
+    # memory); None: the executing CTA's own
+    cta: Expr | None = None
 
 
 @dataclass(frozen=True)
@@ -181,6 +184,7 @@ class Store(Stmt):
     target: str
     indices: tuple[Expr, ...]
     value: Expr
+    cta: Expr | None = None  # `part@r[i] = v`: a store into CTA r's copy (DSMEM)
 
 
 @dataclass(frozen=True)
@@ -226,6 +230,7 @@ class BarRef:
     span: Span
     name: str
     index: Expr | None
+    cta: Expr | None = None  # `full@r[s]`: the barrier of CTA r of the cluster
 
 
 @dataclass(frozen=True)
@@ -254,6 +259,8 @@ class Sync(Stmt):
 class Wait(Stmt):
     barrier: BarRef
     parity: Expr
+    scope: str | None = None  # `scope cta` / `scope cluster`; None: not written (cta)
+    relaxed: bool = False  # `relaxed`: a wait that acquires nothing
 
 
 @dataclass(frozen=True)
@@ -261,6 +268,8 @@ class Arrive(Stmt):
     barrier: BarRef
     mode: str  # "each", "one", "per_warp"
     tx_bytes: Expr | None
+    scope: str | None = None  # `scope cta` / `scope cluster`; None: not written (cta)
+    relaxed: bool = False  # `relaxed`: an arrive that releases nothing
 
 
 @dataclass(frozen=True)
@@ -275,6 +284,7 @@ class TmaLoad(Stmt):
     tensormap: str
     coords: tuple[Expr, ...]
     barrier: BarRef
+    multicast: Expr | None = None  # `, multicast MASK`: the CTAs of the cluster it lands in
 
 
 @dataclass(frozen=True)
@@ -302,6 +312,15 @@ class NamedBar(Stmt):
     arrive: bool
     bar_id: Expr
     count: Expr
+
+
+@dataclass(frozen=True)
+class ClusterBarrier(Stmt):
+    """`cluster_sync` (arrive and wait), `cluster_arrive [relaxed]`, `cluster_wait`."""
+
+    arrive: bool
+    wait: bool
+    relaxed: bool = False
 
 
 # ---- tensor cores ---------------------------------------------------------------------------
@@ -411,6 +430,7 @@ class Kernel:
     # `specialize F1, F2`: one tuple of facts per clause, in order (docs/jit.md)
     specialize: tuple[tuple[Expr, ...], ...] = ()
     requires: tuple[Requires, ...] = ()
+    cluster: tuple[Expr, ...] = ()  # `cluster (CX, CY, CZ)` (1 to 3 dims); () without one
 
 
 @dataclass(frozen=True)

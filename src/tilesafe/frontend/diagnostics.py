@@ -36,6 +36,7 @@ BAD_MMA = "TS034"  # a wgmma whose tiles, dtypes or accumulator are not an MMA s
 BAD_FRAGMENT = "TS035"  # a fragment no wgmma can accumulate into (shape, dtype)
 BAD_REQUIRES = "TS042"  # a malformed `requires` clause (not an index tensor, an unbound var)
 SPEC_OUTSIDE = "TS041"  # an `ensures` clause that reads outside a tensor for some size
+BAD_CLUSTER = "TS043"  # a cluster construct that does not fit the kernel's cluster
 
 
 @dataclass(frozen=True)

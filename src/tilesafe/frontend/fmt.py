@@ -49,7 +49,7 @@ def _expr(e: ast.Expr) -> tuple[str, int]:
     if isinstance(e, ast.BlockIdx):
         return f"block.{e.axis}", _ATOM_PREC
     if isinstance(e, ast.Index):
-        return f"{e.name}[{_exprs(e.indices)}]", _ATOM_PREC
+        return f"{e.name}{_cta(e.cta)}[{_exprs(e.indices)}]", _ATOM_PREC
     if isinstance(e, ast.Call):
         return f"{e.func}({_exprs(e.args)})", _ATOM_PREC
     if isinstance(e, ast.Reduce):
@@ -93,6 +93,15 @@ def _exprs(es: tuple[ast.Expr, ...]) -> str:
     return ", ".join(format_expr(e) for e in es)
 
 
+def _cta(e: ast.Expr | None) -> str:
+    """`@1`, `@peer`, `@(cta_rank + 1)`: a peer CTA of the cluster; "" for the own CTA."""
+    if e is None:
+        return ""
+    if isinstance(e, (ast.IntLit, ast.Name)):
+        return f"@{format_expr(e)}"
+    return f"@({format_expr(e)})"
+
+
 def _is_atom(e: ast.Expr) -> bool:
     return _expr(e)[1] == _ATOM_PREC
 
@@ -124,7 +133,13 @@ def format_layout(node: object) -> str:
 
 
 def _bar(ref: ast.BarRef) -> str:
-    return ref.name if ref.index is None else f"{ref.name}[{format_expr(ref.index)}]"
+    name = ref.name + _cta(ref.cta)
+    return name if ref.index is None else f"{name}[{format_expr(ref.index)}]"
+
+
+def _sem(scope: str | None, relaxed: bool) -> str:
+    """The memory-model options of an mbarrier operation, as written after it."""
+    return (", relaxed" if relaxed else "") + (f", scope {scope}" if scope else "")
 
 
 def _buf(ref: ast.BufRef) -> str:
@@ -167,7 +182,7 @@ def format_simple(s: ast.Stmt) -> str:
     if isinstance(s, ast.Assign):
         return f"{s.name} {s.op} {format_expr(s.value)}"
     if isinstance(s, ast.Store):
-        return f"{s.target}[{_exprs(s.indices)}] = {format_expr(s.value)}"
+        return f"{s.target}{_cta(s.cta)}[{_exprs(s.indices)}] = {format_expr(s.value)}"
     if isinstance(s, ast.Init):
         return f"init {_bar(s.barrier)}"
     if isinstance(s, ast.Fence):
@@ -175,7 +190,8 @@ def format_simple(s: ast.Stmt) -> str:
     if isinstance(s, ast.Sync):
         return "sync"
     if isinstance(s, ast.Wait):
-        return f"wait {_bar(s.barrier)} parity {format_expr(s.parity)}"
+        return (f"wait {_bar(s.barrier)} parity {format_expr(s.parity)}"
+                + _sem(s.scope, s.relaxed))
     if isinstance(s, ast.Arrive):
         text = f"arrive {_bar(s.barrier)}"
         if s.mode == "one":
@@ -184,16 +200,21 @@ def format_simple(s: ast.Stmt) -> str:
             text += ", one per warp"
         if s.tx_bytes is not None:
             text += f", expect_tx {format_expr(s.tx_bytes)}"
-        return text
+        return text + _sem(s.scope, s.relaxed)
     if isinstance(s, ast.ExpectTx):
         return f"expect_tx {_bar(s.barrier)}, {format_expr(s.nbytes)}"
     if isinstance(s, ast.TmaLoad):
+        cast = "" if s.multicast is None else f", multicast {format_expr(s.multicast)}"
         return (f"tma_load {_buf(s.dst)} <- {s.tensormap}[{_exprs(s.coords)}] "
-                f"signal {_bar(s.barrier)}")
+                f"signal {_bar(s.barrier)}{cast}")
     if isinstance(s, ast.TmaStore):
         return f"tma_store {s.tensormap}[{_exprs(s.coords)}] <- {_buf(s.src)}"
     if isinstance(s, ast.CommitGroup):
         return "commit_group"
+    if isinstance(s, ast.ClusterBarrier):
+        if s.arrive and s.wait:
+            return "cluster_sync"
+        return "cluster_wait" if s.wait else "cluster_arrive" + (" relaxed" if s.relaxed else "")
     if isinstance(s, ast.NamedBar):
         op = "bar_arrive" if s.arrive else "bar_sync"
         return f"{op} {format_expr(s.bar_id)}, {format_expr(s.count)}"
@@ -359,8 +380,13 @@ class _Layout:
             grid = format_expr(g) if _is_atom(g) else f"({format_expr(g)})"
         else:
             grid = f"({_exprs(k.grid)})"
-        self.emit(1, f"grid {grid} block {format_expr(k.block_dim)}", _start(k.grid[0].span),
-                  _end(k.block_dim.span), blank_ok=False)
+        launch = f"grid {grid} block {format_expr(k.block_dim)}"
+        end = _end(k.block_dim.span)
+        if k.cluster:
+            one = len(k.cluster) == 1 and _is_atom(k.cluster[0])
+            launch += f" cluster {_exprs(k.cluster) if one else f'({_exprs(k.cluster)})'}"
+            end = _end(k.cluster[-1].span)
+        self.emit(1, launch, _start(k.grid[0].span), end, blank_ok=False)
         for r in k.requires:
             self.emit(1, f"requires {format_expr(r.cond)}", _start(r.span), _end(r.span),
                       blank_ok=False)

@@ -201,6 +201,9 @@ class Load(Expr):
     tensor: str
     space: Space
     indices: tuple[Expr, ...]
+    # `part@r[i]`: a read of CTA r's copy of a shared buffer (distributed shared memory,
+    # `ld.shared::cluster` through `mapa`); None: the executing CTA's own
+    cta: Expr | None = None
 
 
 @dataclass(frozen=True)
@@ -256,6 +259,7 @@ class Store(Stmt):
     space: Space
     indices: tuple[Expr, ...]
     value: Expr
+    cta: Expr | None = None  # `part@r[i] = v`: a write into CTA r's copy (DSMEM)
 
 
 @dataclass(frozen=True)
@@ -318,11 +322,14 @@ class Role(Stmt):
 
 @dataclass(frozen=True)
 class BarrierRef:
-    """One mbarrier: `index` is None for a scalar barrier."""
+    """One mbarrier: `index` is None for a scalar barrier. `cta`: the barrier of CTA `cta`
+    of the cluster (a remote arrive, `mbarrier.arrive.shared::cluster`); None: the
+    executing CTA's own."""
 
     span: Span
     name: str
     index: Expr | None
+    cta: Expr | None = None
 
 
 @dataclass(frozen=True)
@@ -337,6 +344,15 @@ class BufferSlice:
 class FenceKind(str, Enum):
     MBARRIER_INIT = "mbarrier_init"
     PROXY_ASYNC = "proxy_async"
+
+
+class Scope(str, Enum):
+    """The set of threads an mbarrier operation's release or acquire is guaranteed to
+    synchronise with (PTX `.cta` / `.cluster`): a hand-off between CTAs of a cluster needs
+    `.cluster` on both sides (docs/semantics.md, "Clusters")."""
+
+    CTA = "cta"
+    CLUSTER = "cluster"
 
 
 class ArriveMode(str, Enum):
@@ -364,19 +380,25 @@ class Sync(Stmt):
 
 @dataclass(frozen=True)
 class Wait(Stmt):
-    """Spin on `mbarrier.try_wait.parity`: passes once the phase with this parity completed."""
+    """Spin on `mbarrier.try_wait.parity`: passes once the phase with this parity completed.
+    An acquire at `scope` (`.acquire.cta` by default, PTX's); `relaxed`: acquires nothing."""
 
     barrier: BarrierRef
     parity: Expr
+    scope: Scope = Scope.CTA
+    relaxed: bool = False
 
 
 @dataclass(frozen=True)
 class Arrive(Stmt):
-    """`mbarrier.arrive` (or `arrive.expect_tx` when tx_bytes is set)."""
+    """`mbarrier.arrive` (or `arrive.expect_tx` when tx_bytes is set). A release at `scope`
+    (`.release.cta` by default, PTX's); `relaxed`: releases nothing."""
 
     barrier: BarrierRef
     mode: ArriveMode
     tx_bytes: Expr | None
+    scope: Scope = Scope.CTA
+    relaxed: bool = False
 
 
 @dataclass(frozen=True)
@@ -389,13 +411,17 @@ class ExpectTx(Stmt):
 
 @dataclass(frozen=True)
 class TmaLoad(Stmt):
-    """`cp.async.bulk.tensor` global -> shared, completing `nbytes` on the barrier."""
+    """`cp.async.bulk.tensor` global -> shared, completing `nbytes` on the barrier. With
+    `multicast` (a CTA mask, bit r for CTA r of the cluster) the box lands in the slice of
+    every CTA in the mask, each completing `nbytes` on its own barrier at the same offset
+    (`.multicast::cluster`)."""
 
     dst: BufferSlice
     tensormap: str
     coords: tuple[Expr, ...]
     barrier: BarrierRef
     nbytes: int
+    multicast: Expr | None = None
 
 
 @dataclass(frozen=True)
@@ -419,6 +445,18 @@ class WaitGroup(Stmt):
 
     pending: int
     read: bool
+
+
+@dataclass(frozen=True)
+class ClusterBarrier(Stmt):
+    """The cluster barrier (`barrier.cluster.arrive[.release|.relaxed]` /
+    `barrier.cluster.wait.acquire`): `cluster_sync` arrives and waits, `cluster_arrive`
+    only arrives (`relaxed`: releases nothing), `cluster_wait` waits for the phase the thread
+    arrived in to complete -- every non-exited thread of the cluster arrived."""
+
+    arrive: bool
+    wait: bool
+    relaxed: bool = False
 
 
 NAMED_BARRIERS = 16  # hardware barriers per CTA (ids 0 .. 15); `sync` is bar.sync 0
@@ -596,10 +634,25 @@ class TensorMap:
 
 @dataclass(frozen=True)
 class BarrierGuard:
-    """`guards buf[i]`: barrier i protects stage i of buf (indexed), or all of buf."""
+    """`guards buf[i]`: barrier i protects stage i of buf (indexed), or all of buf.
+
+    `per_cta` (only in the temporal model's view of a cluster as one block,
+    semantics/temporal/cluster_view.py, where every buffer gains a leading CTA dim and a
+    barrier array holds `per_cta` instances per CTA): instance i protects stage i % per_cta
+    of every CTA's copy (indexed), or every CTA's whole copy -- an arrive on a peer's
+    barrier hands over what the arriving class holds of the stage wherever it lives."""
 
     buffer: str
     indexed: bool
+    per_cta: int = 0
+
+    def prefixes(self, i: int, buffer: SharedBuffer) -> tuple[tuple[int, ...], ...]:
+        """The buffer slices (index prefixes) barrier instance i hands over."""
+        if self.per_cta:
+            if not self.indexed:
+                return ((),)
+            return tuple((r, i % self.per_cta) for r in range(buffer.shape[0]))
+        return ((i,),) if self.indexed else ((),)
 
 
 @dataclass(frozen=True)
@@ -694,6 +747,16 @@ class Kernel:
     target: Target = DEFAULT_TARGET  # the machine it was resolved for (warp size, limits)
     # preconditions on the contents of `in` index tensors (gathers/scatters through them)
     requires: tuple[Requires, ...] = ()
+    # `cluster (CX, CY, CZ)`: thread-block clusters (always 3 dims here); None without the
+    # clause. `cta_rank` is resolved to its value in block indices (`block.x % CX + ...`).
+    cluster: tuple[int, int, int] | None = None
+
+    @property
+    def cluster_size(self) -> int:
+        """CTAs per cluster (1 without a cluster)."""
+        if self.cluster is None:
+            return 1
+        return self.cluster[0] * self.cluster[1] * self.cluster[2]
 
     def tensor(self, name: str) -> GlobalTensor:
         return next(t for t in self.params if t.name == name)

@@ -44,7 +44,8 @@ def expr_text(e: ir.Expr, brief: bool = False) -> str:
         return f"{e.func}({args})"
     if isinstance(e, ir.Load):
         idx = "..." if brief else ", ".join(expr_text(i) for i in e.indices)
-        return f"{e.tensor}[{idx}]"
+        cta = "" if e.cta is None else f"@({expr_text(e.cta, brief)})"
+        return f"{e.tensor}{cta}[{idx}]"
     if isinstance(e, ir.FragLoad):
         return f"{e.fragment}[{'...' if brief else expr_text(e.reg)}]"
     return "..." if brief else "?"

@@ -34,3 +34,7 @@ def grid_problem(grid: tuple[int, ...]) -> tuple[int, str] | None:
             return axis, (f"grid dimension {'xyz'[axis]} evaluates to {extent}, more than the "
                           f"hardware's {limit}")
     return None
+
+# CTAs in a thread-block cluster: 8 is the portable maximum on sm_90 (16 needs the
+# non-portable cluster-size attribute, which the launcher does not set).
+MAX_CLUSTER = 8

@@ -71,7 +71,7 @@ MAX_NESTING = 100
 MAX_LITERAL = 2**63 - 1
 _CHAINS = frozenset({"or_expr", "and_expr", "cmp_expr", "sum_expr", "product"})
 _EXPRS = _CHAINS | {"not_op", "neg", "int_lit", "float_lit", "name_ref", "index_expr", "call",
-                    "block_idx"}
+                    "block_idx", "remote_index_expr"}
 
 
 def parse(text: str, path: str = "<input>") -> ast.Module:
@@ -299,7 +299,8 @@ class _ToAst(Transformer):
         special = tuple(i[1] for i in rest if isinstance(i, tuple) and i and i[0] == "specialize")
         requires = tuple(i for i in rest if isinstance(i, ast.Requires))
         return ast.Kernel(self._s(meta), str(name), params, where[1] if where else (),
-                          launch[1], launch[2], body, ensures, special, requires)
+                          launch[1], launch[2], body, ensures, special, requires,
+                          launch[3])
 
     def requires_clause(self, meta, items):
         return ast.Requires(self._s(meta), items[0])
@@ -326,7 +327,8 @@ class _ToAst(Transformer):
         return ("specialize", tuple(items))
 
     def launch(self, meta, items):
-        return ("launch", items[0], items[1])
+        cluster = items[2] if items[2] is not None else ()
+        return ("launch", items[0], items[1], cluster)
 
     def grid_1d(self, meta, items):
         return (items[0],)
@@ -416,8 +418,18 @@ class _ToAst(Transformer):
         return ast.Assign(self._s(meta), str(items[0]), str(items[1]), items[2])
 
     def store_stmt(self, meta, items):
-        name, *exprs = items
-        return ast.Store(self._s(meta), str(name), tuple(exprs[:-1]), exprs[-1])
+        name, cta, *exprs = items
+        return ast.Store(self._s(meta), str(name), tuple(exprs[:-1]), exprs[-1], cta)
+
+    # `@r`: the CTA of the cluster a reference names
+    def cta_int(self, meta, items):
+        return ast.IntLit(self._s(meta), self._int(items[0]))
+
+    def cta_name(self, meta, items):
+        return ast.Name(self._s(meta), str(items[0]))
+
+    def cta_expr(self, meta, items):
+        return items[0]
 
     def for_stmt(self, meta, items):
         var, lo, hi, *rest = items
@@ -445,7 +457,7 @@ class _ToAst(Transformer):
 
     # synchronisation
     def bar_ref(self, meta, items):
-        return ast.BarRef(self._s(meta), str(items[0]), items[1] if len(items) > 1 else None)
+        return ast.BarRef(self._s(meta), str(items[0]), items[2], items[1])
 
     def buf_ref(self, meta, items):
         return ast.BufRef(self._s(meta), str(items[0]), _exprs(items[1:]))
@@ -460,16 +472,32 @@ class _ToAst(Transformer):
         return ast.Sync(self._s(meta))
 
     def wait_stmt(self, meta, items):
-        return ast.Wait(self._s(meta), items[0], items[1])
+        scope, relaxed = None, False
+        for kind, value in items[2:]:
+            if kind == "scope":
+                scope = value
+            else:
+                relaxed = True
+        return ast.Wait(self._s(meta), items[0], items[1], scope, relaxed)
 
     def arrive_stmt(self, meta, items):
-        mode, tx = "each", None
+        mode, tx, scope, relaxed = "each", None, None, False
         for kind, value in items[1:]:
             if kind == "tx":
                 tx = value
+            elif kind == "scope":
+                scope = value
+            elif kind == "relaxed":
+                relaxed = True
             else:
                 mode = kind
-        return ast.Arrive(self._s(meta), items[0], mode, tx)
+        return ast.Arrive(self._s(meta), items[0], mode, tx, scope, relaxed)
+
+    def sem_scope(self, meta, items):
+        return ("scope", str(items[0]))
+
+    def sem_relaxed(self, meta, items):
+        return ("relaxed", None)
 
     def arrive_one(self, meta, items):
         return ("one", None)
@@ -485,7 +513,21 @@ class _ToAst(Transformer):
 
     def tma_load_stmt(self, meta, items):
         dst, tmap, *rest = items
-        return ast.TmaLoad(self._s(meta), dst, str(tmap), tuple(rest[:-1]), rest[-1])
+        multicast = rest.pop()
+        return ast.TmaLoad(self._s(meta), dst, str(tmap), tuple(rest[:-1]), rest[-1],
+                           multicast)
+
+    def cluster_sync(self, meta, items):
+        return ast.ClusterBarrier(self._s(meta), True, True)
+
+    def cluster_arrive(self, meta, items):
+        return ast.ClusterBarrier(self._s(meta), True, False)
+
+    def cluster_arrive_relaxed(self, meta, items):
+        return ast.ClusterBarrier(self._s(meta), True, False, True)
+
+    def cluster_wait(self, meta, items):
+        return ast.ClusterBarrier(self._s(meta), False, True)
 
     def tma_store_stmt(self, meta, items):
         tmap, *rest = items
@@ -577,6 +619,9 @@ class _ToAst(Transformer):
 
     def index_expr(self, meta, items):
         return ast.Index(self._s(meta), str(items[0]), tuple(items[1:]))
+
+    def remote_index_expr(self, meta, items):
+        return ast.Index(self._s(meta), str(items[0]), tuple(items[2:]), items[1])
 
     def call(self, meta, items):
         args = tuple(i for i in items[1:] if i is not None)

@@ -36,6 +36,7 @@ _ASYNC_STMTS: dict[type, str] = {
     ir.WgmmaWait: "wgmma_wait (no warpgroup MMA)",
     ir.SetMaxNReg: "setmaxnreg (no per-warpgroup register reallocation)",
     ir.FragStore: "a fragment register write (no wgmma fragments)",
+    ir.ClusterBarrier: "the cluster barrier (no thread-block clusters)",
 }
 
 
@@ -52,6 +53,9 @@ def unsupported(kernel: ir.Kernel, target: Target) -> list[Diagnostic]:
                               span, hint="the AMD subset is global and shared loads and "
                               "stores, `sync`, loops, roles and scalars (docs/codegen.md)"))
 
+    if kernel.cluster is not None:
+        refuse("a thread-block cluster (no clusters, no distributed shared memory)",
+               kernel.span)
     for tm in kernel.tensormaps:
         refuse(f"tensormap '{tm.name}' (no Tensor Memory Accelerator)", tm.span)
     for bar in kernel.barriers:
@@ -62,4 +66,13 @@ def unsupported(kernel: ir.Kernel, target: Target) -> list[Diagnostic]:
         what = _ASYNC_STMTS.get(type(s))
         if what is not None:
             refuse(what, s.span)
+        elif isinstance(s, ir.Store) and s.cta is not None:
+            refuse("a store into a peer CTA's shared memory (no distributed shared memory)",
+                   s.span)
+        if isinstance(s, ir.Store) or what is None:
+            for e in walk.own_exprs(s):
+                if any(ld.cta is not None for ld in walk.loads(e)):
+                    refuse("a read of a peer CTA's shared memory (no distributed shared "
+                           "memory)", s.span)
+                    break
     return out

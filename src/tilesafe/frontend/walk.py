@@ -29,6 +29,8 @@ def own_exprs(s: ir.Stmt) -> Iterator[ir.Expr]:
     elif isinstance(s, ir.Store):
         yield from s.indices
         yield s.value
+        if s.cta is not None:
+            yield s.cta
     elif isinstance(s, ir.For):
         yield s.lo
         yield s.hi
@@ -37,6 +39,8 @@ def own_exprs(s: ir.Stmt) -> Iterator[ir.Expr]:
     elif isinstance(s, (ir.Init, ir.Wait, ir.Arrive, ir.ExpectTx)):
         if s.barrier.index is not None:
             yield s.barrier.index
+        if s.barrier.cta is not None:
+            yield s.barrier.cta
         if isinstance(s, ir.Wait):
             yield s.parity
         elif isinstance(s, ir.Arrive) and s.tx_bytes is not None:
@@ -48,6 +52,8 @@ def own_exprs(s: ir.Stmt) -> Iterator[ir.Expr]:
         yield from s.coords
         if s.barrier.index is not None:
             yield s.barrier.index
+        if s.multicast is not None:
+            yield s.multicast
     elif isinstance(s, ir.TmaStore):
         yield from s.src.prefix
         yield from s.coords
@@ -77,11 +83,33 @@ def first_tensor_core(kernel: ir.Kernel) -> ir.Stmt | None:
     return None
 
 
+def cluster_construct(kernel: ir.Kernel) -> tuple[ir.Stmt | ir.Expr, str] | None:
+    """The first construct that reaches beyond the executing CTA -- a peer's shared memory
+    (`part@r[i]`), a peer's barrier (`arrive full@r[s]`), a multicast TMA load, the cluster
+    barrier -- with what it is; None without any. A stage that gives such constructs no
+    meaning of its own refuses the kernel by naming it, rather than reading a peer's
+    buffer as the CTA's own."""
+    for s in statements(kernel.body):
+        if isinstance(s, ir.ClusterBarrier):
+            return s, "the cluster barrier"
+        if isinstance(s, ir.Store) and s.cta is not None:
+            return s, f"a store into a peer CTA's '{s.tensor}'"
+        if isinstance(s, (ir.Arrive, ir.Wait, ir.Init, ir.ExpectTx)) and s.barrier.cta is not None:
+            return s, f"an arrive on a peer CTA's '{s.barrier.name}'"
+        if isinstance(s, ir.TmaLoad) and s.multicast is not None:
+            return s, "a multicast TMA load"
+        for e in own_exprs(s):
+            for ld in loads(e):
+                if ld.cta is not None:
+                    return ld, f"a read of a peer CTA's '{ld.tensor}'"
+    return None
+
+
 def operands(e: ir.Expr) -> tuple[ir.Expr, ...]:
     """The direct sub-expressions of `e` (a load's indices, an operator's operands, a sum's
     bounds and body): the one definition of an expression's children."""
     if isinstance(e, ir.Load):
-        return tuple(e.indices)
+        return tuple(e.indices) + ((e.cta,) if e.cta is not None else ())
     if isinstance(e, ir.BinOp):
         return (e.lhs, e.rhs)
     if isinstance(e, ir.UnOp):

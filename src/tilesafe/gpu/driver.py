@@ -170,9 +170,9 @@ class Device:
 
     # -- launches ---------------------------------------------------------------------------
     def launch(self, fn: Any, grid: Sequence[int], block: int, smem_bytes: int,
-               args: Sequence[Any], types: Sequence[Any], stream: Any = 0) -> None:
-        check("cuLaunchKernel", self.cu.cuLaunchKernel(
-            fn, *grid, block, 1, 1, smem_bytes, stream, (tuple(args), tuple(types)), 0))
+               args: Sequence[Any], types: Sequence[Any], stream: Any = 0,
+               cluster: Sequence[int] | None = None) -> None:
+        launch(fn, grid, block, smem_bytes, (tuple(args), tuple(types)), stream, cluster)
 
     def synchronize(self) -> None:
         check("cuCtxSynchronize", self.cu.cuCtxSynchronize())
@@ -196,6 +196,29 @@ class Device:
             cu.cuModuleUnload(m)
         self._modules.clear()
         cu.cuDevicePrimaryCtxRelease(self.device)
+
+
+def launch(fn: Any, grid: Sequence[int], block: int, smem_bytes: int, params: Any,
+           stream: Any = 0, cluster: Sequence[int] | None = None) -> None:
+    """cuLaunchKernel; with `cluster`, cuLaunchKernelEx with the cluster-dimension
+    attribute (thread-block clusters of cluster[0] x cluster[1] x cluster[2] CTAs; the
+    kernel's .reqnctapercluster says the same)."""
+    cu = _cu()
+    if cluster is None:
+        check("cuLaunchKernel", cu.cuLaunchKernel(fn, *grid, block, 1, 1, smem_bytes, stream,
+                                                  params, 0))
+        return
+    attr = cu.CUlaunchAttribute()
+    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster
+    cfg = cu.CUlaunchConfig()
+    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid
+    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = block, 1, 1
+    cfg.sharedMemBytes = smem_bytes
+    cfg.hStream = stream if isinstance(stream, cu.CUstream) else cu.CUstream(int(stream))
+    cfg.attrs = [attr]
+    cfg.numAttrs = 1
+    check("cuLaunchKernelEx", cu.cuLaunchKernelEx(cfg, fn, params, 0))
 
 
 def encode_call(spec: TensorMapSpec, address: int) -> tuple[Any, Any]:

@@ -74,6 +74,12 @@ def run(spec: LaunchSpec, arrays: Mapping[str, np.ndarray], *, repeat: int = 0,
                 pass
 
 
+def _launch(dev: drv.Device, fn: Any, spec: LaunchSpec, args: Any, types: Any) -> None:
+    """One launch; a cluster kernel's with its cluster dimension (cuLaunchKernelEx)."""
+    extra = {"cluster": spec.cluster} if spec.cluster else {}
+    dev.launch(fn, spec.grid, spec.block, spec.smem_bytes, args, types, **extra)
+
+
 def _run(dev: drv.Device, spec: LaunchSpec, arrays: Mapping[str, np.ndarray], repeat: int,
          warmup: int) -> GpuRun:
     try:
@@ -86,7 +92,7 @@ def _run(dev: drv.Device, spec: LaunchSpec, arrays: Mapping[str, np.ndarray], re
     except drv.DriverError as exc:
         return GpuRun("error", str(exc), ptxas=report)
     try:
-        dev.launch(fn, spec.grid, spec.block, spec.smem_bytes, args, types)
+        _launch(dev, fn, spec, args, types)
         dev.synchronize()
     except drv.DriverError as exc:
         status = "trap" if any(t in exc.error for t in _TRAPS) else "error"
@@ -138,13 +144,13 @@ def _arguments(dev: drv.Device, spec: LaunchSpec, arrays: Mapping[str, np.ndarra
 def _time(dev: drv.Device, fn: Any, spec: LaunchSpec, args: list[Any], types: list[Any],
           repeat: int, warmup: int) -> float:
     for _ in range(warmup):
-        dev.launch(fn, spec.grid, spec.block, spec.smem_bytes, args, types)
+        _launch(dev, fn, spec, args, types)
     dev.synchronize()
     times = []
     start, end = dev.event(), dev.event()
     for _ in range(repeat):
         dev.record(start)
-        dev.launch(fn, spec.grid, spec.block, spec.smem_bytes, args, types)
+        _launch(dev, fn, spec, args, types)
         dev.record(end)
         times.append(dev.elapsed_ms(start, end))
     return float(np.median(times))

@@ -67,9 +67,8 @@ class CudaRunner:
         fn = self.function(spec, index)
         self._context(index)
         args, types = arguments(spec, pointers)
-        drv.check("cuLaunchKernel", cu.cuLaunchKernel(
-            fn, *spec.grid, spec.block, 1, 1, spec.smem_bytes, cu.CUstream(stream),
-            (tuple(args), tuple(types)), 0))
+        drv.launch(fn, spec.grid, spec.block, spec.smem_bytes, (tuple(args), tuple(types)),
+                   cu.CUstream(stream), spec.cluster)
 
     def run_host(self, spec: LaunchSpec, arrays: Mapping[str, np.ndarray],
                  upload: set[str], index: int = 0) -> dict[str, np.ndarray]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from tilesafe.frontend import ast
 from tilesafe.frontend.fmt import format_expr, format_layout
 from tilesafe.frontend.span import Span
+from tilesafe.mutation.cluster_ops import op_cluster
 from tilesafe.mutation.sites import Site
 
 
@@ -102,6 +103,10 @@ _INT_CONTEXT: dict[tuple[str, str], str] = {
     ("NamedBar", "count"): "bar-count",
     ("ThreadSet", "lo"): "role",
     ("ThreadSet", "hi"): "role",
+    ("TmaLoad", "multicast"): "mask",
+    ("Index", "cta"): "rank",
+    ("Store", "cta"): "rank",
+    ("BarRef", "cta"): "rank",
 }
 
 
@@ -316,7 +321,7 @@ _DELETABLE: dict[type, str] = {
     ast.Wait: "wait", ast.Arrive: "arrive", ast.Sync: "sync", ast.Fence: "fence",
     ast.Store: "store", ast.Init: "init", ast.TmaLoad: "tma_load", ast.TmaStore: "tma_store",
     ast.CommitGroup: "commit_group", ast.WaitGroup: "wait_group", ast.Let: "let",
-    ast.ExpectTx: "expect_tx", ast.NamedBar: "bar_sync",
+    ast.ExpectTx: "expect_tx", ast.NamedBar: "bar_sync", ast.ClusterBarrier: "cluster_barrier",
 }
 _DECLS = (ast.ConstDecl, ast.TensormapDecl, ast.SharedDecl, ast.MbarrierDecl)
 
@@ -342,7 +347,8 @@ def stmt_head(s: ast.Stmt) -> str:
 def op_delete(site: Site) -> Iterator[Edit]:
     """Delete one statement of a kind that carries protocol or data: wait, arrive, sync,
     bar_sync, bar_arrive, fence, store, init, tma_load, tma_store, commit_group, wait_group,
-    expect_tx, and let (which only survives linting where nothing uses it)."""
+    expect_tx, the cluster barrier, and let (which only survives linting where nothing uses
+    it)."""
     node = site.node
     if not isinstance(node, ast.Block):
         return
@@ -642,6 +648,7 @@ OPERATORS: tuple[tuple[str, Operator], ...] = (
     ("elect-one", op_elect),
     ("role-range", op_role_range),
     ("fence-kind", op_fence),
+    ("cluster", op_cluster),
     ("wait-group", op_wait_group),
     ("guard-weaken", op_guard),
     ("where-drop", op_where),
@@ -660,7 +667,7 @@ OPERATORS: tuple[tuple[str, Operator], ...] = (
 FAMILIES: tuple[str, ...] = (
     "delete", "swap-adjacent", "parity", "expect-tx", "arrive-mode", "bar-mode", "elect-one",
     "role-range",
-    "fence-kind", "wait-group", "guard-weaken", "where-drop", "loop-bound", "index-swap",
+    "fence-kind", "cluster", "wait-group", "guard-weaken", "where-drop", "loop-bound", "index-swap",
     "index-drop", "coord-swap", "coord-drop", "layout-swizzle", "row-col", "tensormap-swizzle",
     "oob-fill", "cmp-swap", "arith-swap", "int",
 )

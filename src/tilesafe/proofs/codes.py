@@ -40,6 +40,9 @@ CODES: dict[str, str] = {
              "element",
     "TS042": "a malformed requires clause (not an `in` integer index tensor, a variable that "
              "indexes no index tensor, not Presburger, a predicate misused)",
+    "TS043": "a cluster construct that does not fit the kernel's cluster (no `cluster` clause, "
+             "a CTA or multicast mask outside it, a peer's barrier in anything but `arrive`, "
+             "more than 8 CTAs)",
     "TS100": "a shared-memory layout that cannot be realised over its buffer",
     "TS101": "a shared-memory layout that maps two elements to one offset (aliasing)",
     "TS102": "a shared-memory layout with a negative offset",
@@ -62,6 +65,8 @@ CODES: dict[str, str] = {
     "TS219": "an `in` parameter the kernel never reads (warning)",
     "TS220": "an `out` element read before any write of it is ordered before the read: its "
              "contents before the launch are undefined",
+    "TS221": "a grid dimension that is not a multiple of the cluster's for some allowed size: "
+             "the launch has no clusters",
     "TS290": "ISL ran past its operation budget (or failed): no verdict",
     "TS291": "a guard or index without a Presburger form left the verdict open",
     "TS292": "a possible global race only an ordering outside the model could rule out (a TMA "
@@ -75,6 +80,9 @@ CODES: dict[str, str] = {
     "TS307": "the block exits while a TMA store may still read its shared memory",
     "TS308": "a fragment register read or written while a wgmma into it may be pending (no "
              "`wgmma_wait` covered its group)",
+    "TS309": "a hand-off between CTAs of a cluster whose release or acquire is not at cluster "
+             "scope (a relaxed or `.cta` arrive or wait on a peer's barrier, a relaxed "
+             "cluster_arrive before a peer reads): the peer's access races",
     "TS401": "mbarrier used before init",
     "TS402": "init of a live mbarrier",
     "TS403": "more arrivals than the phase has pending",
@@ -95,6 +103,11 @@ CODES: dict[str, str] = {
     "TS421": "deadlock at named barriers: a phase that can never fill",
     "TS430": "the block exits while a TMA load may still be in flight",
     "TS431": "the block exits while a wgmma may still be pending (no `wgmma_wait` covered it)",
+    "TS432": "a CTA's shared memory or barrier used by a peer after the CTA may have exited (no "
+             "cluster barrier before exit)",
+    "TS433": "a peer CTA's shared memory or barrier used before the CTAs met at a cluster "
+             "barrier (the peer may not run yet, its barrier inits not be visible)",
+    "TS434": "a CTA rank or multicast mask outside the cluster",
     "TS490": "outside the model or the argument (an unsupported construct, a term not ...",
     "TS491": "a verification budget ran out (the message names the option)",
     "TS492": "a possible violation the model cannot decide (an mbarrier ordering between ...",

@@ -24,14 +24,15 @@ DECLARATIONS = ("kernel", "const", "tensormap", "shared", "mbarrier", "fragment"
 KEYWORDS = ("where", "grid", "block", "if", "else", "for", "in", "step", "layout", "align",
             "count", "guards", "box", "swizzle", "oob", "tiled", "elect", "one", "per",
             "warp", "warps", "threads", "global", "parity", "signal", "read", "zero", "nan",
-            "none", "scale_d", "inc", "dec")
+            "none", "scale_d", "inc", "dec", "cluster", "scope", "cta", "relaxed", "multicast")
 OPERATIONS = ("sync", "wait", "arrive", "init", "fence", "expect_tx", "tma_load", "tma_store",
               "commit_group", "wait_group", "mbarrier_init", "proxy_async", "bar_sync",
-              "bar_arrive", "wgmma", "wgmma_fence", "wgmma_commit", "wgmma_wait", "setmaxnreg")
+              "bar_arrive", "wgmma", "wgmma_fence", "wgmma_commit", "wgmma_wait", "setmaxnreg",
+              "cluster_sync", "cluster_arrive", "cluster_wait")
 ROLES = ("in", "out", "inout")
 TYPES = ("f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
          "bool")
-BUILTINS = ("thread", "lane", "warp_id", "bytes", "min", "max", "abs", "clamp")
+BUILTINS = ("thread", "lane", "warp_id", "cta_rank", "bytes", "min", "max", "abs", "clamp")
 
 
 class TskLexer(RegexLexer):

@@ -37,7 +37,8 @@ OPERAND_CODE = {"ld": ADDRESS, "st": ADDRESS, "mbar.init": MBARRIER, "mbar.arriv
 ONCE_KINDS = {"st", "mbar.init", "mbar.arrive", "mbar.expect_tx", "bar.sync", "bar.arrive",
               "converge",
               "tma.load", "tma.store", "commit", "wait_group", "wgmma", "wgmma.fence",
-              "wgmma.commit", "wgmma.wait", "setmaxnreg", "frag.write"}
+              "wgmma.commit", "wgmma.wait", "setmaxnreg", "frag.write", "cluster.arrive",
+              "cluster.wait"}
 _MEMORY_OPS = {"ld", "st", "atom", "red", "mbarrier", "cp", "bar", "barrier", "fence", "membar",
                "elect", "prefetch", "tensormap", "wgmma", "setmaxnreg"}
 

@@ -40,9 +40,25 @@ KIND = {"ld": "ld", "st": "st", "mbar.init": "mbar.init", "mbar.arrive": "mbar.a
         "tma.load": "tma.load",
         "tma.store": "tma.store", "commit": "commit", "wait_group": "wait_group",
         "wgmma": "wgmma", "wgmma.fence": "wgmma.fence", "wgmma.commit": "wgmma.commit",
-        "wgmma.wait": "wgmma.wait", "setmaxnreg": "setmaxnreg", "frag.write": "frag.write"}
+        "wgmma.wait": "wgmma.wait", "setmaxnreg": "setmaxnreg", "frag.write": "frag.write",
+        "cluster.arrive": "cluster.arrive", "cluster.wait": "cluster.wait"}
 _LD_TYPES = {ir.DType.F16: {"b16", "f16"}, ir.DType.BF16: {"b16"}, ir.DType.F32: {"f32", "b32"},
              ir.DType.I32: {"s32", "b32", "u32"}, ir.DType.U8: {"u8", "s8", "b8"}}
+
+
+def semantics(ev: Event, e: SpecEvent) -> str | None:
+    """An mbarrier or cluster-barrier instruction's memory semantics and scope (and, for an
+    arrive, whether it names a peer's barrier) as the IR says (a `.cta` release where the
+    IR asks for `.cluster` is a race the checkers refuted in the other spelling)."""
+    default = "acquire.cta" if ev.kind == "mbar.wait" else "release.cta"
+    got, want = ev.ops.get("sem", default), e.ops.get("sem", default)
+    if got != want:
+        return f".{got} where the IR asks for .{want}"
+    if ev.kind == "mbar.arrive" and ev.ops.get("space", "shared") != e.ops.get("space",
+                                                                               "shared"):
+        return (f"an arrive on a barrier in .{ev.ops.get('space', 'shared')} where the IR's "
+                f"is in .{e.ops.get('space', 'shared')}")
+    return None
 
 
 @dataclass
@@ -130,6 +146,10 @@ class Matcher:
                 problem = self._check_access_kind(ev, m.spec)
             elif ev.kind == "mbar.arrive" and ("tx" in ev.ops) != ("tx" in m.spec.ops):
                 problem = "arrive with expect_tx where the IR has none, or the reverse"
+            elif ev.kind in ("mbar.arrive", "mbar.wait", "cluster.arrive", "cluster.wait"):
+                problem = semantics(ev, m.spec)
+            elif ev.kind == "tma.load" and ("mask" in ev.ops) != ("mask" in m.spec.ops):
+                problem = "a multicast where the IR has none, or the reverse"
             elif ev.kind in ("tma.load", "tma.store") and ev.ops["dims"] != m.spec.ops["dims"]:
                 problem = f"{ev.ops['dims']}-d copy of a {m.spec.ops['dims']}-d box"
             elif ev.kind == "wait_group" and (ev.ops["pending"], ev.ops["read"]) != (
@@ -152,6 +172,7 @@ class Matcher:
         return matches, writes
 
     def _check_access_kind(self, ev: Event, e: SpecEvent) -> str | None:
+        """The state space, element type and path of a load or store."""
         space = e.ops["space"]
         if ev.ops["space"] != space:
             return f"{ev.ops['space']} access for a {space} one"

@@ -15,6 +15,7 @@ from tilesafe.codegen.validate import terms as T
 from tilesafe.codegen.validate.context import Context
 from tilesafe.codegen.validate.spec import SpecEvent
 from tilesafe.codegen.validate.symexec import Event
+from tilesafe.codegen.validate.symexec_memory import MAPA
 from tilesafe.codegen.validate.terms import Term
 
 # A no-overflow question the integer solver has not settled by then is left to the
@@ -45,9 +46,27 @@ class OperandClaims:
             shown[f"PTX {label}"] = got
             shown[f"IR {label}"] = target
 
+        def mapped(label: str, ptx: Term, want: Term) -> None:
+            """A peer CTA's address: the PTX operand must be `mapa` of the IR's address in
+            the executing CTA and of the IR's CTA rank (every CTA places its buffers at the
+            same offsets, so that is the peer's element)."""
+            got = self.p(ptx)
+            if got.op != "uf" or got.val != MAPA:
+                parts.append(T.FALSE)
+                shown[f"PTX {label}"] = T.uint(got)
+                return
+            same(f"{label} (in the executing CTA)", got.args[0], want)
+            same("CTA rank", got.args[1], e.ops["cta"])  # type: ignore[arg-type]
+
         k = e.kind
         if k in ("ld", "st") and e.ops["space"] == "global":
             self._global_address(e, ev, hyps, parts, shown)
+        elif k in ("ld", "st") and "cta" in e.ops:
+            mapped("address", ev.ops["addr"], e.ops["addr"])  # type: ignore[arg-type]
+        elif k == "mbar.arrive" and "cta" in e.ops:
+            mapped("address", ev.ops["addr"], e.ops["addr"])  # type: ignore[arg-type]
+            if "tx" in e.ops and "tx" in ev.ops:
+                same("tx bytes", ev.ops["tx"], e.ops["tx"])  # type: ignore[arg-type]
         elif k in ("ld", "st"):
             same("address", ev.ops["addr"], e.ops["addr"])  # type: ignore[arg-type]
         elif k == "mbar.init":
@@ -82,6 +101,8 @@ class OperandClaims:
                 same(f"coordinate {i} (innermost first)", a, b, signed=True)
             if k == "tma.load":
                 same("mbarrier", ev.ops["bar"], e.ops["bar"])  # type: ignore[arg-type]
+            if "mask" in e.ops and "mask" in ev.ops:
+                same("multicast CTA mask", ev.ops["mask"], e.ops["mask"])  # type: ignore
         elif k == "converge":
             same("lane mask", ev.ops["mask"], e.ops["mask"])  # type: ignore[arg-type]
         elif k == "wgmma":

@@ -239,11 +239,14 @@ class Spec:
                       LeafInfo("nondet", note=f"value of {e.tensor}[...] at "
                                               f"{e.span.line}:{e.span.col}"))
         addr, inb = self.address(e.tensor, e.space, idx)
+        ops = {"addr": addr, "space": e.space.value, "tensor": e.tensor, "dtype": dtype,
+               "nc": e.tensor not in self.written}
+        if e.cta is not None:  # a peer CTA's copy: its own address, mapped to that CTA
+            ops["space"] = "shared::cluster"
+            ops["cta"] = self.int_expr(e.cta, ctx, conds)
         self.events.append(SpecEvent(
             "ld", e, e.span, T.and_(ctx.cond, *conds), ctx.fors, (self.order, 0),
-            f"load {dtype.value}", {"addr": addr, "space": e.space.value, "tensor": e.tensor,
-                                    "dtype": dtype, "nc": e.tensor not in self.written},
-            inb, ctx.role, data, ctx.copies))
+            f"load {dtype.value}", ops, inb, ctx.role, data, ctx.copies))
         if dtype.is_float:
             return T.uf(WIDEN[dtype], 32, data) if dtype in WIDEN else data
         return T.sint(data) if dtype is ir.DType.I32 else T.uint(data)

@@ -16,6 +16,9 @@ from tilesafe.codegen.validate.terms import Term
 from tilesafe.frontend import ir
 from tilesafe.frontend.span import Span
 
+# The state space of an access to a peer CTA's shared memory (through `mapa`).
+CLUSTER_SPACE = "shared::cluster"
+
 
 @dataclass
 class SpecEvent:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from tilesafe.codegen.validate import terms as T
 from tilesafe.codegen.validate.spec_events import (
+    CLUSTER_SPACE,
     SpecEvent,
     SpecLoop,
     WalkCtx,
@@ -97,8 +98,11 @@ class StatementWalk(TensorCoreWalk):
         idx = [self.int_expr(i, ctx, conds) for i in s.indices]
         dtype = self._dtype(s.tensor, s.space)
         addr, inb = self.address(s.tensor, s.space, idx)
+        extra: dict[str, object] = {"space": s.space.value}
+        if s.cta is not None:  # a peer CTA's copy: its own address, mapped to that CTA
+            extra = {"space": CLUSTER_SPACE, "cta": self.int_expr(s.cta, ctx, conds)}
         self.emit("st", s, ctx, conds, f"store {dtype.value}", inb, addr=addr,
-                  space=s.space.value, tensor=s.tensor, dtype=dtype, value=value)
+                  tensor=s.tensor, dtype=dtype, value=value, **extra)
         return self._after(ctx, conds)
 
     def s_For(self, s: ir.For, ctx: WalkCtx) -> WalkCtx:
@@ -171,8 +175,19 @@ class StatementWalk(TensorCoreWalk):
         conds: list[Term] = []
         addr, inb = self.barrier(s.barrier, ctx, conds)
         parity = self.int_expr(s.parity, ctx, conds)
-        self.emit("mbar.wait", s, ctx, conds, "wait", inb, addr=addr, parity=parity)
+        self.emit("mbar.wait", s, ctx, conds, "wait", inb, addr=addr, parity=parity,
+                  sem=_sem(s.relaxed, "acquire", s.scope))
         return self._after(ctx, conds)
+
+    def s_ClusterBarrier(self, s: ir.ClusterBarrier, ctx: WalkCtx) -> WalkCtx:
+        what = "cluster_sync" if s.arrive and s.wait else (
+            "cluster_arrive" + (" relaxed" if s.relaxed else "") if s.arrive else "cluster_wait")
+        if s.arrive:
+            self.emit("cluster.arrive", s, ctx, [], what,
+                      sem="relaxed" if s.relaxed else "release")
+        if s.wait:
+            self.emit("cluster.wait", s, ctx, [], what, sub=2, sem="acquire")
+        return ctx
 
     def _role_range(self, ctx: WalkCtx) -> tuple[int, int]:
         role = ctx.role
@@ -185,7 +200,10 @@ class StatementWalk(TensorCoreWalk):
     def s_Arrive(self, s: ir.Arrive, ctx: WalkCtx) -> WalkCtx:
         conds: list[Term] = []
         addr, inb = self.barrier(s.barrier, ctx, conds)
-        ops: dict[str, object] = {"addr": addr}
+        ops: dict[str, object] = {"addr": addr, "sem": _sem(s.relaxed, "release", s.scope)}
+        if s.barrier.cta is not None:  # a peer CTA's barrier, through its cluster address
+            ops["cta"] = self.int_expr(s.barrier.cta, ctx, conds)
+            ops["space"] = CLUSTER_SPACE
         what = "arrive"
         if s.tx_bytes is not None:
             ops["tx"] = self.int_expr(s.tx_bytes, ctx, conds)
@@ -232,9 +250,12 @@ class StatementWalk(TensorCoreWalk):
         smem, inb1 = self._slice(s.dst, ctx, conds)
         coords = tuple(self.int_expr(c, ctx, conds) for c in s.coords)
         bar, inb2 = self.barrier(s.barrier, ctx, conds)
+        extra: dict[str, object] = {}
+        if s.multicast is not None:
+            extra["mask"] = self.int_expr(s.multicast, ctx, conds)
         self.emit("tma.load", s, ctx, conds, "tma_load", T.and_(inb1, inb2), smem=smem,
                   tmap=f"tm_{s.tensormap}", coords=tuple(reversed(coords)), bar=bar,
-                  dims=len(coords))
+                  dims=len(coords), **extra)
         return self._after(ctx, conds)
 
     def s_TmaStore(self, s: ir.TmaStore, ctx: WalkCtx) -> WalkCtx:
@@ -252,6 +273,11 @@ class StatementWalk(TensorCoreWalk):
     def s_WaitGroup(self, s: ir.WaitGroup, ctx: WalkCtx) -> WalkCtx:
         self.emit("wait_group", s, ctx, [], "wait_group", pending=s.pending, read=s.read)
         return ctx
+
+
+def _sem(relaxed: bool, strong: str, scope: ir.Scope) -> str:
+    """An mbarrier operation's memory semantics as PTX spells them (`release.cta`, ...)."""
+    return f"{'relaxed' if relaxed else strong}.{scope.value}"
 
 
 def _pow2(x: Term) -> Term:

@@ -18,6 +18,17 @@ from tilesafe.codegen.validate.ptx_parse import Addr, Imm, Reg, Sink, Sym
 from tilesafe.codegen.validate.symexec_operands import Operands, Unsupported, type_of
 from tilesafe.codegen.validate.terms import BOOL, LeafInfo
 
+# `mapa`'s opaque result (operand_claims.py reads its two operands back)
+MAPA = "mapa.shared::cluster"
+# barrier.cluster instructions: (event kind, memory semantics)
+CLUSTER_BARRIER = {
+    "barrier.cluster.arrive": ("cluster.arrive", "release"),
+    "barrier.cluster.arrive.release": ("cluster.arrive", "release"),
+    "barrier.cluster.arrive.relaxed": ("cluster.arrive", "relaxed"),
+    "barrier.cluster.wait": ("cluster.wait", "acquire"),
+    "barrier.cluster.wait.acquire": ("cluster.wait", "acquire"),
+}
+
 
 class MemoryOps:
     """`op_<base>` for each memory or synchronisation base opcode (`ld`, `mbarrier`, ...)."""
@@ -68,7 +79,17 @@ class MemoryOps:
             return "global", False, p[2:]
         if p[1] in ("shared", "shared::cta"):
             return "shared", False, p[2:]
+        if p[1] == "shared::cluster":  # a peer CTA's shared memory, at a `mapa` address
+            return "shared::cluster", False, p[2:]
         raise Unsupported(f"state space .{p[1]}")
+
+    def op_mapa(self, ins, p, o, regs, pc, guard, loops):
+        """`mapa.shared::cluster.u32 d, a, r`: the address a in CTA r's shared memory --
+        an opaque pair of its operands (operand_claims.py takes it apart)."""
+        if p[1:] != ("shared::cluster", "u32") or len(o) != 3:
+            raise Unsupported(f"instruction {ins.opcode}")
+        self.write(ins, regs, T.uf(MAPA, 32, self.read(o[1], regs, 32, ins),
+                                   self.read(o[2], regs, 32, ins)), guard)
 
     def op_st(self, ins, p, o, regs, pc, guard, loops):
         space, nc, rest = self._space(p)
@@ -109,20 +130,25 @@ class MemoryOps:
     def op_mbarrier(self, ins, p, o, regs, pc, guard, loops):
         op = p[1]
         mods = set(p[2:])
-        shared = "shared::cta" in mods or "shared" in mods
+        shared = "shared::cta" in mods or "shared" in mods or (
+            op == "arrive" and "shared::cluster" in mods)
         if not shared or "b64" not in mods:
             raise Unsupported(f"instruction {ins.opcode}")
+        scope = "cluster" if "cluster" in mods else "cta"
         if op == "init" and mods <= {"shared::cta", "shared", "b64"}:
             if len(o) != 2:
                 raise Unsupported("mbarrier.init operands")
             self.event(ins, "mbar.init", pc, loops, addr=self.address(o[0], regs, ins),
                        count=self.read(o[1], regs, 32, ins))
-        elif op == "arrive" and mods <= {"expect_tx", "release", "cta", "shared::cta",
-                                         "shared", "b64"}:
+        elif op == "arrive" and mods <= {"expect_tx", "release", "relaxed", "cta", "cluster",
+                                         "shared::cta", "shared::cluster", "shared", "b64"}:
             tx = "expect_tx" in mods
             if len(o) != (3 if tx else 2) or not isinstance(o[0], (Sink, Reg)):
                 raise Unsupported("mbarrier.arrive operands")
-            ops: dict[str, object] = {"addr": self.address(o[1], regs, ins)}
+            sem = "relaxed" if "relaxed" in mods else "release"
+            ops: dict[str, object] = {
+                "addr": self.address(o[1], regs, ins), "sem": f"{sem}.{scope}",
+                "space": "shared::cluster" if "shared::cluster" in mods else "shared"}
             if tx:
                 ops["tx"] = self.read(o[2], regs, 32, ins)
             self.event(ins, "mbar.arrive", pc, loops, **ops)
@@ -134,13 +160,16 @@ class MemoryOps:
             self.event(ins, "mbar.expect_tx", pc, loops, addr=self.address(o[0], regs, ins),
                        tx=self.read(o[1], regs, 32, ins))
         elif op in ("try_wait", "test_wait") and "parity" in mods \
-                and mods <= {"parity", "acquire", "cta", "shared::cta", "shared", "b64"}:
+                and mods <= {"parity", "acquire", "relaxed", "cta", "cluster", "shared::cta",
+                             "shared", "b64"}:
             if len(o) != 3 or not isinstance(o[0], Reg):
                 raise Unsupported("mbarrier.try_wait operands")
             res = T.leaf(f"waitres:{ins.index}", BOOL,
                          LeafInfo("nondet", note=f"answer of '{ins.text}'"))
+            sem = "relaxed" if "relaxed" in mods else "acquire"
             ev = self.event(ins, "mbar.wait", pc, loops, addr=self.address(o[1], regs, ins),
-                            parity=self.read(o[2], regs, 32, ins), test=op)
+                            parity=self.read(o[2], regs, 32, ins), test=op,
+                            sem=f"{sem}.{scope}")
             ev.result = res
             self.write(ins, regs, res, guard)
         else:
@@ -165,6 +194,9 @@ class MemoryOps:
                        count=self.read(o[1], regs, 32, ins))
         elif p[1:] == ("warp", "sync") and len(o) == 1:
             self.event(ins, "bar.warp.sync", pc, loops, mask=self.read(o[0], regs, 32, ins))
+        elif p[1:2] == ("cluster",) and not o and ins.opcode in CLUSTER_BARRIER:
+            kind, sem = CLUSTER_BARRIER[ins.opcode]
+            self.event(ins, kind, pc, loops, sem=sem)
         else:
             raise Unsupported(f"instruction {ins.opcode}")
 
@@ -185,8 +217,13 @@ class MemoryOps:
         if m is None:
             raise Unsupported(f"instruction {op}")
         dims, rest = int(m.group(1)), m.group(2)
+        mask = None
         if rest == "shared::cluster.global.tile.mbarrier::complete_tx::bytes" and len(o) == 3:
             smem, tensor, bar = o
+            kind = "tma.load"
+        elif rest == ("shared::cluster.global.tile.mbarrier::complete_tx::bytes."
+                      "multicast::cluster") and len(o) == 4:
+            smem, tensor, bar, mask = o  # the CTA mask: a 16-bit operand
             kind = "tma.load"
         elif rest == "global.shared::cta.tile.bulk_group" and len(o) == 2:
             tensor, smem = o
@@ -203,4 +240,6 @@ class MemoryOps:
             "tmap": self.read(tensor.base, regs, 64, ins), "coords": coords}
         if bar is not None:
             ops["bar"] = self.address(bar, regs, ins)
+        if mask is not None:
+            ops["mask"] = self.read(mask, regs, 16, ins)
         self.event(ins, kind, pc, loops, **ops)

@@ -19,8 +19,11 @@ from tilesafe.frontend.span import Span
 from tilesafe.frontend.target import DEFAULT, Target
 
 INT, FLOAT, BOOL = ir.ScalarType.INT, ir.ScalarType.FLOAT, ir.ScalarType.BOOL
-BUILTINS = {"thread": ir.BuiltinKind.THREAD, "lane": ir.BuiltinKind.LANE,
-            "warp_id": ir.BuiltinKind.WARP_ID}
+BUILTINS: dict[str, ir.BuiltinKind | None] = {
+    "thread": ir.BuiltinKind.THREAD, "lane": ir.BuiltinKind.LANE,
+    "warp_id": ir.BuiltinKind.WARP_ID,
+    "cta_rank": None,  # the CTA's rank in its cluster: resolved to block indices (cluster.py)
+}
 BLOCK_AXES = {"x": ir.BuiltinKind.BLOCK_X, "y": ir.BuiltinKind.BLOCK_Y,
               "z": ir.BuiltinKind.BLOCK_Z}
 FUNCS = {"min": 2, "max": 2, "abs": 1, "f32": 1, "i32": 1, "bytes": 1, "row": 2, "col": 2}
@@ -73,6 +76,7 @@ class ResolverBase:
         self.uid = 0
         self.role: ast.Role | None = None
         self.block = 0
+        self.cluster: tuple[int, int, int] | None = None
 
     def error(self, code: str, message: str, span: Span, hint: str | None = None) -> None:
         self.diags.append(Diagnostic(code, message, span, hint=hint))

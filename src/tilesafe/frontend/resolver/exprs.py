@@ -107,7 +107,8 @@ class ExprResolver(ResolverBase):
         if e.name in self.sizes:
             return ir.SizeVar(e.span, INT, e.name)
         if e.name in BUILTINS:
-            return self.builtin(e.span, BUILTINS[e.name])
+            kind = BUILTINS[e.name]
+            return self.cta_rank(e.span) if kind is None else self.builtin(e.span, kind)
         if self.taken(e.name):
             self.error(dg.WRONG_KIND, f"'{e.name}' is not a value", e.span,
                        "index tensors and buffers, e.g. t[i, j]")
@@ -127,13 +128,25 @@ class ExprResolver(ResolverBase):
                         ir.IntConst(span, INT, w))
 
     def e_Index(self, e: ast.Index) -> ir.Expr:
-        if e.name in self.fragments:
+        if e.name in self.fragments and e.cta is None:
             return self.frag_load(e)
         space, dtype, rank = self.indexable(e.name, e.span)
         if space is None:
             return placeholder(e.span, FLOAT)
         indices = self.indices(e.indices, rank, e.name, e.span, space is ir.Space.GLOBAL)
-        return ir.Load(e.span, dtype.scalar, e.name, space, indices)
+        cta = self.remote_buffer(e.cta, e.name, space)
+        return ir.Load(e.span, dtype.scalar, e.name, space, indices, cta)
+
+    def remote_buffer(self, cta: ast.Expr | None, name: str,
+                      space: ir.Space | None) -> ir.Expr | None:
+        """The peer CTA of `name@r[...]`: only shared buffers live in a CTA."""
+        if cta is None:
+            return None
+        if space is not ir.Space.SHARED:
+            self.error(dg.BAD_CLUSTER, f"'{name}@...' names a peer CTA's copy, but only "
+                       "shared buffers belong to a CTA", cta.span)
+            return None
+        return self.cta_ref(cta, f"'{name}@...' (a peer CTA's shared memory)")
 
     def e_Unary(self, e: ast.Unary) -> ir.Expr:
         operand = self.expr(e.operand)

@@ -6,6 +6,7 @@ from tilesafe.frontend import ast, ir, walk
 from tilesafe.frontend import diagnostics as dg
 from tilesafe.frontend.limits import MAX_BLOCK
 from tilesafe.frontend.resolver.base import DECLS
+from tilesafe.frontend.resolver.cluster import ClusterResolver
 from tilesafe.frontend.resolver.decls import DeclResolver
 from tilesafe.frontend.resolver.exprs import ExprResolver
 from tilesafe.frontend.resolver.mma import MmaResolver
@@ -15,8 +16,8 @@ from tilesafe.frontend.resolver.spec import SpecResolver
 from tilesafe.frontend.resolver.stmts import StmtResolver
 
 
-class KernelResolver(DeclResolver, StmtResolver, MmaResolver, SpecResolver, RequiresResolver,
-                     ExprResolver):
+class KernelResolver(DeclResolver, StmtResolver, MmaResolver, ClusterResolver, SpecResolver,
+                     RequiresResolver, ExprResolver):
     """Declarations first (constants before shapes and the launch), then the body, then the
     `ensures` clauses (which may need the roles the body implies)."""
 
@@ -40,6 +41,7 @@ class KernelResolver(DeclResolver, StmtResolver, MmaResolver, SpecResolver, Requ
         where = tuple(self.where_expr(e) for e in k.where)
         special = tuple(tuple(self.specialize_expr(e) for e in facts) for facts in k.specialize)
         grid = tuple(self.size_expr(e, implicit=False) for e in k.grid)
+        self.cluster = self.cluster_clause(k)
         self.block = self.const_int(k.block_dim, "block size")
         most = min(MAX_BLOCK, self.target.max_block)
         if not 1 <= self.block <= most:
@@ -67,6 +69,7 @@ class KernelResolver(DeclResolver, StmtResolver, MmaResolver, SpecResolver, Requ
             tuple(self.consts.items()), tuple(self.buffers.values()),
             tuple(self.tmaps.values()), tuple(self.barriers.values()), body, ensures,
             tuple(self.fragments.values()), special, target=self.target, requires=requires,
+            cluster=self.cluster,
         )
         kernel = infer_roles(kernel)
         for c in kernel.ensures:  # a tensor without a declared role: known only now

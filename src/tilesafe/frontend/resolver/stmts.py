@@ -77,14 +77,15 @@ class StmtResolver(ResolverBase):
         return ir.Assign(s.span, local.uid, s.name, op, value)
 
     def s_Store(self, s: ast.Store) -> ir.Stmt | None:
-        if s.target in self.fragments:
+        if s.target in self.fragments and s.cta is None:
             return self.frag_store(s)
         space, dtype, rank = self.indexable(s.target, s.span)
         if space is None:
             return None
         indices = self.indices(s.indices, rank, s.target, s.span, space is ir.Space.GLOBAL)
         value = self.convert(self.expr(s.value), dtype.scalar, s.value.span)
-        return ir.Store(s.span, s.target, space, indices, value)
+        cta = self.remote_buffer(s.cta, s.target, space)
+        return ir.Store(s.span, s.target, space, indices, value, cta)
 
     def s_For(self, s: ast.For) -> ir.Stmt | None:
         lo = self.expr(s.lo)
@@ -160,15 +161,20 @@ class StmtResolver(ResolverBase):
         ref = self.bar_ref(s.barrier)
         parity = self.expr(s.parity)
         self.require_affine(parity, s.parity.span, "a wait parity")
-        return ir.Wait(s.span, ref, parity) if ref else None
+        if ref is None:
+            return None
+        return ir.Wait(s.span, ref, parity, self.sem_scope(s.scope), s.relaxed)
 
     def s_Arrive(self, s: ast.Arrive) -> ir.Stmt | None:
-        ref = self.bar_ref(s.barrier)
+        ref = self.bar_ref(s.barrier, remote=True)
         tx = None
         if s.tx_bytes is not None:
             tx = self.expr(s.tx_bytes)
             self.require_affine(tx, s.tx_bytes.span, "a byte count")
-        return ir.Arrive(s.span, ref, ir.ArriveMode(s.mode), tx) if ref else None
+        if ref is None:
+            return None
+        return ir.Arrive(s.span, ref, ir.ArriveMode(s.mode), tx, self.sem_scope(s.scope),
+                         s.relaxed)
 
     def s_ExpectTx(self, s: ast.ExpectTx) -> ir.Stmt | None:
         ref = self.bar_ref(s.barrier)
@@ -180,10 +186,11 @@ class StmtResolver(ResolverBase):
         tmap, coords = self.tma_target(s.tensormap, s.coords, s.span)
         dst = self.buf_slice(s.dst)
         bar = self.bar_ref(s.barrier)
+        mask = self.multicast_mask(s.multicast)
         if tmap is None or dst is None or bar is None:
             return None
         nbytes = self.match_box(tmap, dst, s.span)
-        return ir.TmaLoad(s.span, dst, tmap.name, coords, bar, nbytes)
+        return ir.TmaLoad(s.span, dst, tmap.name, coords, bar, nbytes, mask)
 
     def s_TmaStore(self, s: ast.TmaStore) -> ir.Stmt | None:
         tmap, coords = self.tma_target(s.tensormap, s.coords, s.span)
@@ -215,7 +222,18 @@ class StmtResolver(ResolverBase):
 
     # ---- references ------------------------------------------------------------------------
 
-    def bar_ref(self, ref: ast.BarRef, allow_whole: bool = False) -> ir.BarrierRef | None:
+    def bar_ref(self, ref: ast.BarRef, allow_whole: bool = False,
+                remote: bool = False) -> ir.BarrierRef | None:
+        """`remote`: the statement may name a peer CTA's barrier (only `arrive` can: PTX
+        waits, inits and signals only barriers of the executing CTA)."""
+        cta = None
+        if ref.cta is not None:
+            if remote:
+                cta = self.cta_ref(ref.cta, f"'{ref.name}@...' (a peer CTA's barrier)")
+            else:
+                self.error(dg.BAD_CLUSTER, f"'{ref.name}@...': only `arrive` may name a peer "
+                           "CTA's barrier (waits, inits and TMA signals use the executing "
+                           "CTA's own)", ref.cta.span)
         bar = self.barriers.get(ref.name)
         if bar is None:
             if self.taken(ref.name):
@@ -234,7 +252,7 @@ class StmtResolver(ResolverBase):
             self.error(dg.RANK_MISMATCH, f"mbarrier array '{bar.name}' needs an index",
                        ref.span, f"write {bar.name}[i]")
             return None
-        return ir.BarrierRef(ref.span, ref.name, index)
+        return ir.BarrierRef(ref.span, ref.name, index, cta)
 
     def buf_slice(self, ref: ast.BufRef) -> ir.BufferSlice | None:
         buf = self.buffers.get(ref.name)

@@ -179,6 +179,29 @@ def collect(kernel: ir.Kernel, ctx: isl.Context) -> tuple[AccessRelation, ...]:
     return tuple(_Collector(kernel, ctx).run())
 
 
+@dataclass(frozen=True)
+class ClusterRef:
+    """A CTA rank (`part@r[i]`, `arrive full@r[s]`) or a multicast mask as a relation from
+    the instances that evaluate it to its value, a one-dim tuple named CTA_RANK or
+    CTA_MASK (`access.relation`); the checker proves every value names CTAs of the
+    cluster."""
+
+    access: AccessRelation
+    mask: bool
+    what: str  # "a read of part@r", "an arrive on full@r", "a multicast mask"
+
+
+CTA_RANK = "cta"
+CTA_MASK = "mask"
+
+
+def cluster_refs(kernel: ir.Kernel, ctx: isl.Context) -> tuple[ClusterRef, ...]:
+    """Every CTA rank and multicast mask of a cluster kernel, in source order."""
+    if kernel.cluster is None:
+        return ()
+    return tuple(r for r in _RankCollector(kernel, ctx).run() if r is not None)
+
+
 class _Collector:
     def __init__(self, kernel: ir.Kernel, ctx: isl.Context):
         self.k = kernel
@@ -352,6 +375,38 @@ class _Collector:
             c = condition(cond, env)
             sets = sets & (c if positive else c.negate())
         return sets
+
+
+class _RankCollector(_Collector):
+    """The collector's walk (instance dims, loops, guards, roles), yielding a ClusterRef for
+    each rank or mask instead of the accesses (None for an access without one)."""
+
+    def stmt(self, s: ir.Stmt, scope: _Scope) -> Iterator:
+        for a in super().stmt(s, scope):
+            if a is not None:
+                yield a
+        barrier = getattr(s, "barrier", None)
+        if isinstance(barrier, ir.BarrierRef) and barrier.cta is not None:
+            verb = "an arrive on" if isinstance(s, ir.Arrive) else "a use of"
+            yield self.ref(scope, barrier.cta, False, f"{verb} {barrier.name}@r", s,
+                           barrier.span)
+        if isinstance(s, ir.TmaLoad) and s.multicast is not None:
+            yield self.ref(scope, s.multicast, True, "a multicast mask", s, s.multicast.span)
+
+    def access(self, scope: _Scope, tensor: str, space: ir.Space, kind: Kind, via: Via,
+               node: object, span: Span, **_: object) -> ClusterRef | None:  # type: ignore[override]
+        cta = getattr(node, "cta", None)
+        if not isinstance(node, (ir.Load, ir.Store)) or cta is None:
+            return None
+        verb = "a read of" if kind is Kind.READ else "a store into"
+        return self.ref(scope, cta, False, f"{verb} {tensor}@r", node, span)
+
+    def ref(self, scope: _Scope, value: ir.Expr, mask: bool, what: str, node: object,
+            span: Span) -> ClusterRef:
+        name = CTA_MASK if mask else CTA_RANK
+        a = super().access(scope, name, ir.Space.SHARED, Kind.READ, Via.LOAD, node, span,
+                           indices=(value,))
+        return ClusterRef(a, mask, what)
 
 
 def _guarded(build, env: AffineEnv, expr: ir.Expr) -> CondSets:

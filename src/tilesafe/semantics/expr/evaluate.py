@@ -164,7 +164,10 @@ def _logic(name: str, f0: Fn, f1: Fn) -> Fn:
             a = f0(env)
             if _is_array(a):
                 return np.logical_and(a, f1(env))
-            return bool(a) and bool(f1(env))
+            if not a:
+                return False
+            b = f1(env)  # a scalar left side (`cta_rank == 0`) and a per-lane right side
+            return b if _is_array(b) else bool(b)
 
         return land
 
@@ -172,7 +175,10 @@ def _logic(name: str, f0: Fn, f1: Fn) -> Fn:
         a = f0(env)
         if _is_array(a):
             return np.logical_or(a, f1(env))
-        return bool(a) or bool(f1(env))
+        if a:
+            return True
+        b = f1(env)
+        return b if _is_array(b) else bool(b)
 
     return lor
 

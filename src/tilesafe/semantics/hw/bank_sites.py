@@ -79,7 +79,9 @@ def _walk(stmts: Sequence[ir.Stmt], scope: Scope, out: list[Site],
                 lets[s.uid] = s.value
             for value in _expr_fields(s):
                 _loads(value, scope, out)
-            if isinstance(s, ir.Store) and s.space is ir.Space.SHARED:
+            # (a peer CTA's shared memory is reached through the SM-to-SM network, which
+            # the bank model does not describe: distributed accesses are not sites)
+            if isinstance(s, ir.Store) and s.space is ir.Space.SHARED and s.cta is None:
                 out.append(Site(s.tensor, "write", s.indices, s.span, scope))
 
 
@@ -110,7 +112,7 @@ def _loads(e: ir.Expr, scope: Scope, out: list[Site]) -> None:
     if isinstance(e, ir.Load):
         for i in e.indices:
             _loads(i, scope, out)
-        if e.space is ir.Space.SHARED:
+        if e.space is ir.Space.SHARED and e.cta is None:
             out.append(Site(e.tensor, "read", e.indices, e.span, scope))
         return
     if isinstance(e, ir.BinOp):

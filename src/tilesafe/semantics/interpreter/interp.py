@@ -206,11 +206,16 @@ def run_kernel(
     chooser = make_policy(policy, seed, guide) if isinstance(policy, str) else policy
     run = _Run(kernel, dict(sizes), arrays, seed, schedule, max_steps, record_trace, chooser)
     with np.errstate(all="ignore"):
-        for bz in range(grid[2] if len(grid) > 2 else 1):
-            for by in range(grid[1] if len(grid) > 1 else 1):
-                for bx in range(grid[0]):
-                    block_idx = (bx, by, bz)[: len(grid)]
-                    _Block(run, block_idx).execute()
+        if kernel.cluster is not None:
+            from tilesafe.semantics.interpreter.interp_cluster import run_clusters
+
+            run_clusters(run, grid, _Block)
+        else:
+            for bz in range(grid[2] if len(grid) > 2 else 1):
+                for by in range(grid[1] if len(grid) > 1 else 1):
+                    for bx in range(grid[0]):
+                        block_idx = (bx, by, bz)[: len(grid)]
+                        _Block(run, block_idx).execute()
     return RunResult(arrays, run.step, tuple(run.choices),
                      tuple(run.trace) if run.trace is not None else None, grid,
                      {t.name: t.dtype for t in kernel.params}, "scalar",
@@ -323,10 +328,15 @@ class _Block:
     """One block: its shared memory, barrier states, copy engine and threads, run by the
     scheduler in `execute` over the closures interp_compile.py made for it."""
 
-    def __init__(self, run: _Run, block_idx: tuple[int, ...]) -> None:
+    def __init__(self, run: _Run, block_idx: tuple[int, ...], rank: int = 0,
+                 copies: list | None = None) -> None:
         self.run = run
         self.kernel = run.kernel
         self.block_idx = block_idx
+        # Its rank in its cluster, and the cluster (interp_cluster.Cluster: set by the
+        # cluster before anything runs; None without one).
+        self.rank = rank
+        self.cluster: Any = None
         self.nthreads = run.kernel.block
         self.smem = np.full(run.plan.total, SMEM_POISON, dtype=np.uint8)
         self.tags = np.full(run.plan.total, -1, dtype=np.int32) if run.track_proxy else None
@@ -346,9 +356,10 @@ class _Block:
         # the threads that arrived in it]
         self.named: dict[int, list] = {}
         self.uses_sync = any(isinstance(s, ir.Sync) for s in statements(self.kernel.body))
-        self.copies: list[Copy | MmaOp] = []
+        # The copy engine's pending operations: the cluster's one list for its CTAs.
+        self.copies: list[Copy | MmaOp] = [] if copies is None else copies
         self.note: str | None = None
-        self.threads = [Thread(i) for i in range(self.nthreads)]
+        self.threads = [Thread(i, rank) for i in range(self.nthreads)]
         self.tensor = TensorCore(self)
         guide = run.guide
         self.guided = guide is not None and tuple(guide.block) == tuple(block_idx)
@@ -365,11 +376,40 @@ class _Block:
 
     def err(self, code: str, message: str, span: Span, t: Thread | None,
             **detail: Any) -> InterpError:
-        where = f"block {self.block_idx}" + (f", thread {t.tid}" if t is not None else "")
+        where = f"block {self.block_idx}"
+        if self.cluster is not None:
+            where += f" = cta {self.rank} of its cluster"
+            detail = {"cta": self.rank, **detail}
+        where += f", thread {t.tid}" if t is not None else ""
         detail = {"block": self.block_idx, **detail}
         if t is not None:
             detail["thread"] = t.tid
         return InterpError(code, f"{message} ({where})", span, detail)
+
+    def peer(self, rank: int, t: Thread, span: Span, what: str) -> _Block:
+        """The CTA of this block's cluster with `rank`, for thread t to `what` (its shared
+        memory, a barrier): inside the cluster (TS434), after t met it at a cluster barrier
+        (TS433: before that the peer may not run yet, its barriers not be initialised) and
+        before it exited (TS432: its shared memory is gone)."""
+        if rank == self.rank:
+            return self
+        cl = self.cluster
+        n = 1 if cl is None else len(cl.ctas)
+        if cl is None or not 0 <= rank < n:
+            raise self.err(E.BAD_RANK, f"{what} of CTA {rank}, outside the cluster (ranks 0 .. "
+                           f"{n - 1})", span, t, rank=rank)
+        if not t.met:
+            raise self.err(E.PEER_NOT_READY, f"{what} of CTA {rank} before this thread passed "
+                           "a cluster barrier: the peer may not have started, its barriers "
+                           "may not be initialised (`cluster_sync` after the inits)", span, t,
+                           rank=rank)
+        other = cl.ctas[rank]
+        if cl.exited(rank):
+            raise self.err(E.PEER_EXITED, f"{what} of CTA {rank}, whose threads have all "
+                           "exited: its shared memory is gone (a cluster barrier before "
+                           "exit keeps every CTA until its peers are done with it)", span, t,
+                           rank=rank)
+        return other
 
     def model_err(self, exc: MbarrierError, label: str, span: Span,
                   t: Thread | None) -> InterpError:
@@ -464,10 +504,12 @@ class _Block:
         threads = self.threads
         nthreads = self.nthreads
         ready: list[int] = []
-        blocked: dict[tuple, list[int]] = {}  # blocker key -> threads waiting on it
+        # (CTA, blocker key) -> threads waiting on it: equal keys wait for one condition (of
+        # their own CTA: each CTA of a cluster has its own `sync`, barriers, ...)
+        blocked: dict[tuple, list[int]] = {}
         run.policy.start(self)
-        for t in threads:
-            t.gen = self.body(t)
+        for agent, t in enumerate(threads):  # an agent is its thread's place in `threads`
+            t.gen = self.start(t)
             try:
                 t.pending = self._advance(t)
             except InterpError as exc:
@@ -475,9 +517,9 @@ class _Block:
             if t.done:
                 continue
             if isinstance(t.pending, Blocker):
-                blocked.setdefault(t.pending.key, []).append(t.tid)
+                blocked.setdefault((t.cta, t.pending.key), []).append(agent)
             else:
-                ready.append(t.tid)
+                ready.append(agent)
         passable: list[int] = []
         dirty = True
         copies = self.copies
@@ -511,19 +553,21 @@ class _Block:
                     stmt = p.stmt if was_blocked else p
                     t.pending = nxt = self._advance(t)
                     if was_blocked:
-                        waiting = blocked[p.key]
+                        waiting = blocked[(t.cta, p.key)]
                         waiting.remove(agent)
                         if not waiting:
-                            del blocked[p.key]
+                            del blocked[(t.cta, p.key)]
                         dirty = True
                         if not t.done and not isinstance(nxt, Blocker):
                             ready.append(agent)
                     elif t.done:
                         ready.remove(agent)
+                    if t.done:
+                        dirty = True  # a cluster barrier counts exited threads as arrived
                     elif isinstance(nxt, Blocker):
                         ready.remove(agent)
                     if isinstance(nxt, Blocker):
-                        blocked.setdefault(nxt.key, []).append(agent)
+                        blocked.setdefault((t.cta, nxt.key), []).append(agent)
                         dirty = True
                     if not isinstance(stmt, _MEMORY_STMTS):
                         dirty = True
@@ -537,7 +581,7 @@ class _Block:
                     if self.perform(c):
                         del copies[agent - nthreads]
                         if c.kind == "mma":
-                            self.tensor.retire(c)  # the warpgroup's next MMA may go
+                            self.retire(c)  # the warpgroup's next MMA may go
                     dirty = True
             except InterpError as exc:
                 raise self._annotate(exc) from None
@@ -571,11 +615,24 @@ class _Block:
                                "yet: 'wait_group 0 read' before exit", c.stmt.span, None,
                                issuer=c.tid)
 
+    def start(self, t: Thread) -> Any:
+        """The generator running thread t's statements."""
+        return self.body(t)
+
+    def retire(self, c: MmaOp) -> None:
+        self.tensor.retire(c)
+
+    def finished(self, t: Thread) -> None:
+        """Thread t ran its last statement (a cluster counts its live threads)."""
+        if self.cluster is not None:
+            self.cluster.finished(t)
+
     def _advance(self, t: Thread) -> Any:
         try:
             return t.gen.send(None)
         except StopIteration:
             t.done = True
+            self.finished(t)
             return None
         except evaluate.EvalError as exc:
             raise self.err(exc.code, exc.message, exc.span, t) from None

@@ -25,9 +25,12 @@ class Thread:
 
     __slots__ = ("tid", "lane", "warp", "vals", "gen", "pending", "done", "unfenced",
                  "open_group", "groups", "mma_open", "mma_groups", "units", "unit_of", "unit",
-                 "unit_stmt", "allowed")
+                 "unit_stmt", "allowed", "cta", "cluster_phase", "met")
 
-    def __init__(self, tid: int) -> None:
+    def __init__(self, tid: int, cta: int = 0) -> None:
+        self.cta = cta  # its CTA's rank in the cluster (0 without one)
+        self.cluster_phase = -1  # the cluster-barrier phase it arrived in, not yet waited
+        self.met = False  # it passed a cluster-barrier wait: every CTA of the cluster runs
         # Units (schedule.py): statements the event model has as instructions; only a
         # guided block counts them, so that a counterexample's class moves can be followed.
         self.units: frozenset[int] | None = None
@@ -70,10 +73,15 @@ class Copy:
     read step (snapshot shared) then a write step (global)."""
 
     __slots__ = ("kind", "stmt", "tid", "g", "slots", "addrs", "flat", "mask", "fill", "bar",
-                 "nbytes", "data", "read_done", "write_done", "elem_bytes", "buffer", "prio")
+                 "nbytes", "data", "read_done", "write_done", "elem_bytes", "buffer", "prio",
+                 "cta", "issuer")
 
-    def __init__(self, kind: str, stmt: ir.Stmt, tid: int) -> None:
+    def __init__(self, kind: str, stmt: ir.Stmt, tid: int, cta: int = 0) -> None:
         self.prio: int | None = None  # the PCT scheduler's priority, once it has seen it
+        # The CTA whose shared memory it writes (a load: a multicast lands one Copy in each
+        # CTA of its mask) or reads (a store), and the CTA of the issuing thread.
+        self.cta = cta
+        self.issuer = cta
         self.kind = kind
         self.stmt = stmt
         self.tid = tid
@@ -91,7 +99,7 @@ class MmaOp:
     issue (the origins are evaluated then); the values are read when it performs."""
 
     __slots__ = ("kind", "stmt", "tid", "wg", "fragment", "a_slots", "b_slots", "dtype",
-                 "scale", "prio", "done")
+                 "scale", "prio", "done", "cta")
 
     def __init__(self, stmt: ir.Wgmma, wg: int, a_slots: Any, b_slots: Any,
                  dtype: ir.DType, scale: bool) -> None:
@@ -106,3 +114,4 @@ class MmaOp:
         self.scale = scale  # False: the accumulator is overwritten (PTX scale-d 0)
         self.prio: int | None = None  # the PCT scheduler's priority, once it has seen it
         self.done = False
+        self.cta = 0  # its warpgroup's CTA (set by the issuing block)

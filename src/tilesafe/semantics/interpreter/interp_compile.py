@@ -181,6 +181,17 @@ class Compiler:
                              "shared")
         write = self.b.codecs[pl.buffer.dtype][1]
         slots, eb, tags = pl.slots, pl.elem_bytes, self.b.tags
+        if s.cta is not None:
+            # Into a peer's copy (DSMEM): not tracked for the async proxy (a peer's TMA store
+            # of it would need the writer's fence; docs/semantics.md, "Clusters").
+            blk, rank, dtype, what = self.b, self.expr(s.cta), pl.buffer.dtype, \
+                f"store into '{s.tensor}'"
+
+            def store_peer(t: Thread) -> None:
+                peer = blk.peer(rank(t), t, s.span, what)
+                peer.codecs[dtype][1](slots[flat(t)], val(t))
+
+            return EFFECT, s, store_peer
 
         def store_shared(t: Thread) -> None:
             slot = slots[flat(t)]

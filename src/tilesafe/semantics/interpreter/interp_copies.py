@@ -72,7 +72,7 @@ class CopyCompiler:
             origin = np.array([f(t) for f in coords], dtype=np.int64).reshape(-1, 1)
             gidx = origin + box_grid
             mask = np.all((gidx >= 0) & (gidx < gshape), axis=0)
-            c = Copy(kind, s, t.tid)
+            c = Copy(kind, s, t.tid, blk.rank)
             c.g, c.elem_bytes, c.buffer, c.fill = g, eb, sl.buffer, fill
             c.addrs, c.slots = addrs, addrs // eb
             c.flat, c.mask = np.where(mask, (gidx * gstrides).sum(axis=0), 0), mask
@@ -83,20 +83,38 @@ class CopyCompiler:
     def s_TmaLoad(self, s: ir.TmaLoad, role):
         blk, name = self.b, s.barrier.name
         make, index = self.tma_common(s, s.dst), self.bar_index(s.barrier)
+        mask = self.expr(s.multicast) if s.multicast is not None else None
 
-        def tma_load(t: Thread) -> None:
-            c = make(t)
-            i = index(t)
-            if not blk.bars[name][i].initialized:
-                raise blk.err(E.UNINIT, f"tma_load signals mbarrier {blk.label(name, i)} "
-                              "before init", s.span, t, barriers=blk.barrier_states())
-            if not blk.fenced[name][i]:
+        def land_in(t: Thread, dst: Any, i: int) -> None:
+            """One copy of the box into CTA `dst`'s slice, completing on its barrier."""
+            if not dst.bars[name][i].initialized:
+                raise blk.err(E.UNINIT, f"tma_load signals mbarrier {dst.label(name, i)} "
+                              + (f"of CTA {dst.rank} " if dst is not blk else "")
+                              + "before init", s.span, t, barriers=dst.barrier_states())
+            if not dst.fenced[name][i]:
                 raise blk.err(E.UNFENCED_INIT, f"tma_load signals mbarrier "
-                              f"{blk.label(name, i)} whose init (thread "
-                              f"{blk.init_by[name][i]}) was not followed by "
-                              "'fence mbarrier_init'", s.span, t)
+                              f"{dst.label(name, i)}"
+                              + (f" of CTA {dst.rank}" if dst is not blk else "")
+                              + f" whose init (thread {dst.init_by[name][i]}) was not "
+                              "followed by 'fence mbarrier_init'", s.span, t)
+            c = make(t)
+            c.cta = dst.rank
             c.bar, c.nbytes = (name, i), s.nbytes
             blk.copies.append(c)
+
+        def tma_load(t: Thread) -> None:
+            i = index(t)
+            if mask is None:
+                land_in(t, blk, i)
+                return
+            bits = mask(t)
+            n = len(blk.cluster.ctas)
+            if not 0 < bits < 1 << n:
+                raise blk.err(E.BAD_RANK, f"multicast mask {bits} names no CTA or one outside "
+                              f"the cluster (ranks 0 .. {n - 1})", s.span, t, mask=bits)
+            for r in range(n):
+                if (bits >> r) & 1:
+                    land_in(t, blk.peer(r, t, s.span, "multicast into the shared memory"), i)
 
         return EFFECT, s, tma_load
 

@@ -12,6 +12,7 @@ Codes the interpreter raises:
   TS203  integer division by zero at run time (only possible with `var` operands)
   TS204  a fragment register index outside 0 .. N/2 - 1
   TS214  a grid dimension beyond the hardware's maximum (the driver refuses the launch)
+  TS221  a grid dimension that is not a multiple of the cluster's (no launch of clusters)
   TS301  a TMA store or a wgmma read shared memory written by the generic proxy with no
          `fence proxy_async` by the writer before its next synchronisation
   TS307  every thread finished while a TMA store had not yet read its shared memory
@@ -23,6 +24,11 @@ Codes the interpreter raises:
   TS420  deadlock at `sync`: every blocked thread waits at `sync` (a role-subset reached it)
   TS430  every thread finished while a TMA load was still in flight (nobody waited for it)
   TS431  every thread finished while a wgmma was still pending (no wgmma_wait covered it)
+  TS432  a CTA's shared memory or barrier used by a peer after every thread of the CTA
+         finished (a peer's DSMEM access, remote arrive or multicast delivery)
+  TS433  a peer CTA's shared memory or barrier used before the two met at a cluster barrier
+         (the peer may not have started, its barriers not been initialised)
+  TS434  a CTA rank or multicast mask outside the cluster
   TS531  the threads of one warpgroup reach a wgmma with different tiles (or scale_d)
   TS532  a wgmma in a role that holds only part of a warpgroup
   TS411 / TS415 / TS416  passed through from the mbarrier model (init count range, parity
@@ -62,6 +68,10 @@ NAMED_COLLISION = "TS413"  # one barrier id, two counts (or id 0, which `sync` u
 NAMED_DEADLOCK = "TS421"  # blocked threads wait at named barriers only
 EXIT_LOAD = "TS430"
 EXIT_MMA = "TS431"
+PEER_EXITED = "TS432"  # a CTA's shared memory or barrier used after the CTA exited
+PEER_NOT_READY = "TS433"  # ... before the CTA is known to run (no cluster barrier between)
+BAD_RANK = "TS434"  # a CTA rank or multicast mask outside the cluster
+GRID_NOT_CLUSTERS = "TS221"  # a grid dimension that is not a multiple of the cluster's
 MMA_NONUNIFORM = "TS531"  # the checker's code: one tile per warpgroup
 MMA_PARTIAL = "TS532"  # the checker's code: whole warpgroups run a wgmma
 BAD_REPLAY = "TS498"

@@ -97,8 +97,18 @@ class ExprCompiler:
         pl = self.run.plan.placements[e.tensor]
         flat = self.index_fn(e.tensor, pl.buffer.shape, e.indices, e.span, E.SHARED_OOB,
                              "shared")
-        read = self.b.codecs[pl.buffer.dtype][0]
         slots = pl.slots
+        if e.cta is not None:
+            # A peer's copy of the buffer: the same slots in that CTA's shared memory.
+            blk, rank, dtype, span = self.b, self.expr(e.cta), pl.buffer.dtype, e.span
+            what = f"read of '{e.tensor}'"
+
+            def read_peer(t: Thread) -> Any:
+                peer = blk.peer(rank(t), t, span, what)
+                return peer.codecs[dtype][0](slots[flat(t)])
+
+            return read_peer
+        read = self.b.codecs[pl.buffer.dtype][0]
         return lambda t: read(slots[flat(t)])
 
     def index_fn(self, name: str, shape: tuple[int, ...], indices: tuple[ir.Expr, ...],

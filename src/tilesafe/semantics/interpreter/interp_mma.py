@@ -146,6 +146,7 @@ class MmaCompiler:
             if gate.arrived == fr.WARPGROUP:
                 (ao, bo, scale) = gate.operands
                 op = MmaOp(s, wg, a_at(ao), b_at(bo), dtype, scale)
+                op.cta = blk.rank
                 for member in blk.threads[first:end]:
                     member.mma_open.append(op)
                 blk.tensor.issue(op)

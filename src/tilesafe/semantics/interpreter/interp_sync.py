@@ -70,16 +70,19 @@ class SyncCompiler:
 
         return EFFECT, s, init
 
+    def publish_inits(self, t: Thread) -> None:
+        """A release at cluster scope by t (`fence mbarrier_init`, the release of
+        `cluster_arrive`) makes its barrier inits visible to the copy engine and to peers."""
+        blk = self.b
+        for name, owners in blk.init_by.items():
+            for i, owner in enumerate(owners):
+                if owner == t.tid:
+                    blk.fenced[name][i] = True
+
     def s_Fence(self, s: ir.Fence, role):
         blk = self.b
         if s.kind is ir.FenceKind.MBARRIER_INIT:
-            def fence_init(t: Thread) -> None:
-                for name, owners in blk.init_by.items():
-                    for i, owner in enumerate(owners):
-                        if owner == t.tid:
-                            blk.fenced[name][i] = True
-
-            return EFFECT, s, fence_init
+            return EFFECT, s, self.publish_inits
 
         def fence_proxy(t: Thread) -> None:
             tags = blk.tags
@@ -171,24 +174,94 @@ class SyncCompiler:
 
         return EFFECT, s, wait
 
+    def s_ClusterBarrier(self, s: ir.ClusterBarrier, role):
+        """`cluster_arrive` counts the thread towards the cluster barrier's current phase
+        (a release, unless `relaxed`: it also publishes the thread's barrier inits);
+        `cluster_wait` blocks until the phase the thread arrived in completed; passing it
+        makes every peer CTA usable (interp_cluster.py)."""
+        blk, rname = self.b, role.name if role else "block"
+        publish = self.publish_inits
+
+        def arrive(t: Thread) -> None:
+            if t.cluster_phase >= 0:
+                raise blk.err(E.NAMED_MISMATCH, "cluster_arrive twice without a cluster_wait "
+                              "between: the thread would count towards two phases", s.span, t)
+            if not s.relaxed:
+                t.unfenced.clear()
+                publish(t)
+            blk.cluster.arrive(t)
+
+        def wait(t: Thread) -> Blocker | None:
+            cl = blk.cluster
+            if t.cluster_phase < 0:
+                raise blk.err(E.NAMED_MISMATCH, "cluster_wait without a cluster_arrive before "
+                              "it: there is no phase to wait for", s.span, t)
+            if cl.passed(t):
+                return None
+            ph = t.cluster_phase
+            return Blocker(s, rname, ("cluster", ph), lambda: cl.phase > ph,
+                           lambda: f"wait at the cluster barrier (line {s.span.line}; "
+                           f"{len(cl.arrived)} of {cl.nthreads} threads arrived, "
+                           f"{sum(1 for x in cl.threads if x.done)} exited)")
+
+        def cluster_barrier(t: Thread):
+            yield s
+            if s.arrive:
+                arrive(t)
+            if s.wait:
+                blocker = wait(t)
+                if blocker is not None:
+                    yield blocker
+                t.cluster_phase = -1
+                t.met = True
+
+        return COMPOUND, s, cluster_barrier
+
     def s_Arrive(self, s: ir.Arrive, role):
         blk, name = self.b, s.barrier.name
         index = self.bar_index(s.barrier)
         tx = self.expr(s.tx_bytes) if s.tx_bytes is not None else None
+        target = (self.remote_target(s) if s.barrier.cta is not None
+                  else lambda t, i: blk)
+
+        def arrive(t: Thread) -> None:
+            t.unfenced.clear()
+            i = index(t)
+            bar = target(t, i)
+            if tx is None:
+                bar.bar_update(name, i, lambda st: st.arrive(1)[0], s.span, t)
+            else:
+                n = tx(t)
+                bar.bar_update(name, i, lambda st: st.arrive_expect_tx(n)[0], s.span, t)
+
+        return self.arrival(s, role, arrive)
+
+    def remote_target(self, s: ir.Arrive) -> Callable[[Thread, int], Any]:
+        """`arrive full@r[s]`: the block of CTA r -- inside the cluster, after the two met,
+        before r exited (_Block.peer) -- whose barrier's init r published to the cluster
+        (`fence mbarrier_init` or a cluster_arrive's release; TS405 otherwise)."""
+        blk, name, rank = self.b, s.barrier.name, self.expr(s.barrier.cta)
+        what = f"arrive on mbarrier '{name}'"
+
+        def target(t: Thread, i: int) -> Any:
+            peer = blk.peer(rank(t), t, s.span, what)
+            if peer is not blk and peer.bars[name][i].initialized and not peer.fenced[name][i]:
+                raise blk.err(E.UNFENCED_INIT, f"arrive on mbarrier {peer.label(name, i)} of CTA "
+                              f"{peer.rank}, whose init was not published to the cluster "
+                              "('fence mbarrier_init' or a cluster_arrive after it)", s.span, t)
+            return peer
+
+        return target
+
+    def arrival(self, s: ir.Arrive, role, arrive: Callable[[Thread], None]):
+        """Who performs `arrive`: every thread, the role's lowest (`one`), or each warp's
+        leader after its lanes converge (`one per warp`)."""
+        blk, name = self.b, s.barrier.name
         lo = role.threads.lo if role is not None else 0
         hi = role.threads.hi if role is not None else blk.nthreads
         if role is not None and role.elect_one:
             hi = lo + 1
         mode = s.mode
-
-        def arrive(t: Thread) -> None:
-            t.unfenced.clear()
-            i = index(t)
-            if tx is None:
-                blk.bar_update(name, i, lambda st: st.arrive(1)[0], s.span, t)
-            else:
-                n = tx(t)
-                blk.bar_update(name, i, lambda st: st.arrive_expect_tx(n)[0], s.span, t)
 
         if mode is ir.ArriveMode.EACH:
             return EFFECT, s, arrive

@@ -70,6 +70,9 @@ BATCH_SMEM = 1 << 26  # bytes of shared memory of one batch
 def vector_unsupported(kernel: ir.Kernel, sizes: Mapping[str, int],
                        grid: tuple[int, ...]) -> str | None:
     """Why the vector engine does not run this launch (None: it does)."""
+    if kernel.cluster is not None:
+        return ("a thread-block cluster (the vector engine steps one block at a time; the "
+                "CTAs of a cluster share a schedule in the scalar engine)")
     _, written = tensor_usage(kernel)
     return unsupported(kernel, written) or int_bound_problem(kernel, sizes, grid)
 

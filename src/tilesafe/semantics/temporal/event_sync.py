@@ -15,10 +15,13 @@ import numpy as np
 
 from tilesafe.frontend import ir
 from tilesafe.frontend.fragments import WARPGROUP
+from tilesafe.semantics.temporal.cluster_view import CLUSTER_BARRIER, CTA_SYNC, ClusterInfo
 from tilesafe.semantics.temporal.event_terms import Unsupported, compile_expr, free_vars
 from tilesafe.semantics.temporal.instrs import (
     Arrive,
+    ClusterSync,
     Commit,
+    CtaSync,
     ExpectTx,
     FenceInit,
     FenceProxy,
@@ -53,6 +56,8 @@ class SyncCompiler:
     cls: ThreadClass
     members: set[int]
     classes: tuple[ThreadClass, ...]
+    cluster: ClusterInfo | None  # a cluster's view (semantics/temporal/cluster_view.py)
+    joint_cluster: bool  # every cluster barrier is a cluster_sync: a joint step
 
     def emit(self, ins: Instr) -> int:  # events._Compiler's
         raise NotImplementedError
@@ -86,6 +91,11 @@ class SyncCompiler:
         elif isinstance(s, ir.Fence):
             fence = FenceInit if s.kind is ir.FenceKind.MBARRIER_INIT else FenceProxy
             self.emit(fence(s, ctx, lets=lets))
+        elif isinstance(s, ir.Sync) and self.cluster is not None:
+            cta = self.cluster.cta_of_thread(self.cls.threads[0])
+            group = tuple(c.index for c in self.classes
+                          if self.cluster.cta_of_thread(c.threads[0]) == cta)
+            self.emit(CtaSync(s, ctx, cta=cta, group=group, named=CTA_SYNC + cta, lets=lets))
         elif isinstance(s, ir.Sync):
             self.emit(Sync(s, ctx, lets=lets))
         elif isinstance(s, ir.Wait):
@@ -93,6 +103,7 @@ class SyncCompiler:
             self.require_uniform(s.parity, lets, "a wait parity")
             self.emit(Wait(s, ctx, bar=s.barrier.name, idx=idx,
                             parity=compile_expr(s.parity, lets), sync_exprs=ex + (s.parity,),
+                            cluster=s.scope is ir.Scope.CLUSTER and not s.relaxed,
                             lets=lets))
         elif isinstance(s, ir.Arrive):
             idx, ex = self.bar_index(s.barrier, lets)
@@ -104,6 +115,7 @@ class SyncCompiler:
             count, group = self.arrivals(s, role)
             self.emit(Arrive(s, ctx, bar=s.barrier.name, idx=idx, count=count, tx=tx,
                             per_warp=s.mode is ir.ArriveMode.PER_WARP, group=group,
+                            release=not s.relaxed, cluster=s.scope is ir.Scope.CLUSTER,
                             sync_exprs=ex, lets=lets))
         elif isinstance(s, ir.ExpectTx):
             idx, ex = self.bar_index(s.barrier, lets)
@@ -137,10 +149,23 @@ class SyncCompiler:
             # bar_sync = arrive, then wait until the phase it arrived in completes
             # (semantics/temporal/explore/ops/named.py); bar_arrive = the arrive alone.
             self.emit(NamedArrive(s, ctx, count=n, named=s.bar_id, ncount=s.count,
-                            lets=lets))
+                                  syncs=not s.arrive, lets=lets))
             if not s.arrive:
                 self.emit(NamedWait(s, ctx, count=n, named=s.bar_id, ncount=s.count,
                                 lets=lets))
+        elif isinstance(s, ir.ClusterBarrier) and self.joint_cluster:
+            # Every cluster barrier of the kernel is a `cluster_sync`: one joint step.
+            self.emit(ClusterSync(s, ctx, lets=lets))
+        elif isinstance(s, ir.ClusterBarrier):
+            # The cluster's view (semantics/temporal/cluster_view.py): a named barrier of
+            # every thread of the cluster, where a finished class counts as arrived.
+            if s.arrive:
+                self.emit(NamedArrive(s, ctx, count=n, named=CLUSTER_BARRIER,
+                                      ncount=self.k.block, release=not s.relaxed,
+                                      exits_count=True, lets=lets))
+            if s.wait:
+                self.emit(NamedWait(s, ctx, count=n, named=CLUSTER_BARRIER,
+                                    ncount=self.k.block, exits_count=True, lets=lets))
 
     def wgmma(self, w: ir.Wgmma, at: ir.Stmt, loops: list[tuple[ir.For, Lets]],
               ctx: tuple[LoopCtx, ...], lets: Lets, role: ir.Role | None) -> None:

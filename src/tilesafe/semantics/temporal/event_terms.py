@@ -22,7 +22,8 @@ from tilesafe.semantics.temporal.instrs import Fn, Lets
 # wgmma_fence (it orders the class's register accesses before its MMAs).
 TENSOR_SYNC = (ir.Wgmma, ir.WgmmaFence, ir.WgmmaCommit, ir.WgmmaWait)
 SYNC_STMTS = (ir.Init, ir.Fence, ir.Sync, ir.Wait, ir.Arrive, ir.ExpectTx, ir.TmaLoad,
-              ir.TmaStore, ir.CommitGroup, ir.WaitGroup, ir.NamedBar) + TENSOR_SYNC
+              ir.TmaStore, ir.CommitGroup, ir.WaitGroup, ir.NamedBar,
+              ir.ClusterBarrier) + TENSOR_SYNC
 
 
 class Unsupported(Exception):

@@ -35,6 +35,7 @@ from tilesafe.frontend import ir
 from tilesafe.frontend.ir import describe_threads
 from tilesafe.frontend.span import Span
 from tilesafe.frontend.walk import own_exprs, statements
+from tilesafe.semantics.temporal.cluster_view import CLUSTER_BARRIER, ClusterInfo
 from tilesafe.semantics.temporal.event_sync import SyncCompiler
 from tilesafe.semantics.temporal.event_terms import (
     SYNC_STMTS,
@@ -196,6 +197,24 @@ class Model:
     symmetric: bool = False
     # Check the progress property of a stage projection in every state (semantics/temporal/ring.py).
     progress: bool = False
+    # A cluster's view (semantics/temporal/cluster_view.py): how classes, barrier instances
+    # and buffer copies map to CTAs; None for one block.
+    cluster: ClusterInfo | None = None
+
+    @property
+    def cluster_ids(self) -> int:
+        """Named-barrier ids from here on are a cluster view's own (CTA syncs, the cluster
+        barrier)."""
+        return CLUSTER_BARRIER
+
+    def cta_of_class(self, a: int) -> int:
+        assert self.cluster is not None
+        return self.cluster.cta_of_thread(self.classes[a].threads[0])
+
+    def cta_of_inst(self, inst: int) -> int:
+        assert self.cluster is not None
+        name, idx = self.instances[inst]
+        return idx // self.cluster.instances(name)
 
     def inst_id(self, name: str, idx: int) -> int:
         return self._inst[(name, idx)]
@@ -210,17 +229,26 @@ class Model:
 
     def label(self, inst: int) -> str:
         name, idx = self.instances[inst]
+        if self.cluster is not None:  # `full[1]@cta0`: stage 1 of CTA 0's barrier array
+            n = self.cluster.instances(name)
+            local = self.cluster.original_length(name)
+            stage = name if local is None else f"{name}[{idx % n}]"
+            return f"{stage}@cta{idx // n}"
         return name if self.kernel.barrier(name).length is None else f"{name}[{idx}]"
 
 
-def build_model(kernel: ir.Kernel, ownership: bool) -> Model:
-    """The agents of one block. Raises Unsupported for constructs outside the model."""
+def build_model(kernel: ir.Kernel, ownership: bool,
+                cluster: ClusterInfo | None = None) -> Model:
+    """The agents of one block (a cluster's view with `cluster`). Raises Unsupported for
+    constructs outside the model."""
     classes = thread_classes(kernel)
     all_lets = Lets({s.uid: s.value for s in statements(kernel.body) if isinstance(s, ir.Let)})
     agents = []
     sym: list[SymLoop] = []
+    joint = cluster is not None and all(s.arrive and s.wait for s in statements(kernel.body)
+                                         if isinstance(s, ir.ClusterBarrier))
     for cls in classes:
-        comp = _Compiler(kernel, cls, ownership, classes)
+        comp = _Compiler(kernel, cls, ownership, classes, cluster, joint)
         comp.block(kernel.body, (), Lets(), None)
         comp.emit(End(None, ()))
         code = tuple(comp.code)
@@ -231,7 +259,8 @@ def build_model(kernel: ir.Kernel, ownership: bool) -> Model:
                 param = (enter_pc, next_pc, depth, stmt)
         agents.append(Agent(cls, code, param))
     instances = tuple((b.name, i) for b in kernel.barriers for i in range(b.instances))
-    return Model(kernel, classes, tuple(agents), instances, ownership, tuple(sym), all_lets)
+    return Model(kernel, classes, tuple(agents), instances, ownership, tuple(sym), all_lets,
+                 cluster=cluster)
 
 
 class _Compiler(SyncCompiler):
@@ -239,7 +268,10 @@ class _Compiler(SyncCompiler):
     synchronising statements in event_sync.SyncCompiler."""
 
     def __init__(self, kernel: ir.Kernel, cls: ThreadClass, ownership: bool,
-                 classes: tuple[ThreadClass, ...]) -> None:
+                 classes: tuple[ThreadClass, ...], cluster: ClusterInfo | None = None,
+                 joint_cluster: bool = False) -> None:
+        self.cluster = cluster
+        self.joint_cluster = joint_cluster
         self.k = kernel
         self.cls = cls
         self.t0 = cls.threads[0]

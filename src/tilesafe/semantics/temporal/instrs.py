@@ -206,6 +206,9 @@ class FenceInit(Instr):
 class Wait(BarrierOp):
     op: ClassVar[str] = "wait"
     parity: Fn
+    # An acquire at cluster scope: it may receive what threads of another CTA released to
+    # the barrier (a `.cta` acquire may not: semantics/temporal/explore/ops/cluster.py).
+    cluster: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -215,9 +218,12 @@ class Arrive(BarrierOp):
     tx: Fn | None = None  # expect_tx bytes per arrival (arrive ..., expect_tx)
     per_warp: bool = False  # `one per warp`: the lanes of each warp converge first
     group: tuple[int, ...] = ()  # classes whose lanes converge with this one (per warp)
+    release: bool = True  # False: `relaxed`, it hands nothing over
+    cluster: bool = False  # a release at cluster scope (else .cta: not to another CTA)
 
     def _operands(self) -> tuple:
-        return super()._operands() + (self.count, self.per_warp, self.tx is None)
+        return super()._operands() + (self.count, self.per_warp, self.tx is None,
+                                      self.release, self.cluster)
 
     @property
     def joint(self) -> bool:
@@ -293,9 +299,13 @@ class NamedOp(Instr):
 
 @dataclass(frozen=True, kw_only=True)
 class NamedArrive(NamedOp):
-    """The arrive of bar_sync, or bar_arrive."""
+    """The arrive of bar_sync, or bar_arrive (or, in a cluster's view, of a CTA's `sync`
+    and of the cluster barrier: semantics/temporal/cluster_view.py)."""
 
     op: ClassVar[str] = "narrive"
+    syncs: bool = True  # the class waits for this phase (bar_sync, the cluster barrier)
+    release: bool = True  # False: a relaxed cluster_arrive, it hands nothing over
+    exits_count: bool = False  # a finished class counts as arrived (the cluster barrier)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -303,6 +313,31 @@ class NamedWait(NamedOp):
     """The wait of bar_sync: until the phase the class arrived in completes."""
 
     op: ClassVar[str] = "nwait"
+    exits_count: bool = False  # a finished class counts as arrived (the cluster barrier)
+
+
+# ---- a cluster's view (semantics/temporal/explore/ops/cluster.py)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CtaSync(Instr):
+    """A CTA's `sync` in a cluster's view: one joint step of the CTA's classes."""
+
+    op: ClassVar[str] = "sync"
+    cta: int
+    group: tuple[int, ...]  # the classes of the CTA
+    named: int  # the named-barrier id whose claims hand the CTA's holdings over
+
+    def _operands(self) -> tuple:
+        return (self.cta,)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterSync(Instr):
+    """`cluster_sync` in a cluster's view (when no cluster_arrive / cluster_wait is split
+    apart): one joint step of every class that has not finished."""
+
+    op: ClassVar[str] = "cluster_sync"
 
 
 # ---- the block barrier (semantics/temporal/explore/ops/block.py)

@@ -184,6 +184,8 @@ def _ring_uses(kernel: ir.Kernel, loops: list[ir.For]):
                 return f"barrier {b.name} and the buffer it guards are not both in the ring"
             if b.name in bars and not g.indexed:
                 return f"ring barrier {b.name} guards all of {g.buffer}"
+            if g.per_cta:
+                return f"barrier {b.name} hands over the stages of every CTA of a cluster"
     return stages.pop(), bars, bufs, idx, other
 
 

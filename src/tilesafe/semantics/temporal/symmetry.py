@@ -81,8 +81,9 @@ def signature(ag: Agent) -> tuple | None:
 def groups(agents: tuple[Agent, ...]) -> tuple[tuple[int, ...], ...]:
     """Classes with equal signatures, in groups of two or more. None in a kernel with named
     barriers: their state names classes (bit masks) that the renaming does not follow."""
-    if any(isinstance(ins, (NamedArrive, NamedWait)) for ag in agents for ins in ag.code):
-        return ()
+    if any(isinstance(ins, (NamedArrive, NamedWait)) or isinstance(ins, Arrive)
+           and not ins.release for ag in agents for ins in ag.code):
+        return ()  # (a relaxed arrive's stranded shares name the class too)
     by: dict[tuple, list[int]] = {}
     for a, ag in enumerate(agents):
         sig = signature(ag)

@@ -97,8 +97,11 @@ def prepass(m: Machine) -> tuple[Atoms, list[tuple[int, ...]]]:
         for g in b.all_guards:
             buf = k.buffer(g.buffer)
             for i in range(b.instances):
-                if g.indexed and i < buf.shape[0]:
-                    found.regions[buf.name].add(slice_mask(buf, (i,)))
+                if g.indexed:
+                    for prefix in g.prefixes(i, buf):
+                        mask = slice_mask(buf, prefix)
+                        if mask:
+                            found.regions[buf.name].add(mask)
     for a, ag in enumerate(m.agents):
         for ins in ag.code:
             op = m.hooks.ops.get(type(ins))
@@ -133,7 +136,9 @@ def prepass(m: Machine) -> tuple[Atoms, list[tuple[int, ...]]]:
         for g in b.all_guards:
             buf = k.buffer(g.buffer)
             for i in range(b.instances):
-                mask = slice_mask(buf, (i,)) if g.indexed else (1 << buf.size) - 1
+                mask = 0
+                for prefix in g.prefixes(i, buf):
+                    mask |= slice_mask(buf, prefix)
                 inst = m.model.inst_id(b.name, i)
                 atoms.guards[inst] += atoms.of(buf.name, mask)
     return atoms, waiters

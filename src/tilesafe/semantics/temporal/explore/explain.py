@@ -25,6 +25,7 @@ from tilesafe.semantics.temporal.explore.notes import (
 from tilesafe.semantics.temporal.explore.operands import Err
 from tilesafe.semantics.temporal.explore.state import (
     CLASS,
+    CTA_SCOPE_ARRIVE,
     EARMARK,
     FREE,
     GIVEN_BACK,
@@ -32,6 +33,10 @@ from tilesafe.semantics.temporal.explore.state import (
     NAMED_CLAIM,
     NAMED_POOL,
     POOL,
+    RELAXED_ARRIVE,
+    REMOTE_MARK,
+    REMOTE_POOL,
+    STRANDED,
     State,
 )
 from tilesafe.semantics.temporal.instrs import Access, End
@@ -200,6 +205,16 @@ def holder_text(m: Machine, k: tuple) -> str:
     if tag == MMA:
         group = "its open group" if k[2] == 0 else f"its group committed {k[2]} ago"
         return f"a pending wgmma of {m.agents[k[1]].cls.name} ({group})"
+    if tag == REMOTE_POOL:
+        return f"barrier {m.labels[k[1]]} (current phase, released by another CTA)"
+    if tag == REMOTE_MARK:
+        return (f"barrier {m.labels[k[1]]} (released by another CTA to "
+                f"{m.agents[k[2]].cls.name}: only an acquire at cluster scope takes it)")
+    if tag == STRANDED:
+        why = ("its relaxed arrive on " + m.labels[k[3]] if k[2] == RELAXED_ARRIVE else
+               "its arrive at .cta scope on another CTA's " + m.labels[k[3]]
+               if k[2] == CTA_SCOPE_ARRIVE else "its relaxed cluster_arrive")
+        return f"{m.agents[k[1]].cls.name}, given up by {why} (which releases nothing)"
     ids = m.tables["named"].ids
     if tag == NAMED_POOL:
         return f"named barrier {ids[k[1]]} (released by its arrivers)"

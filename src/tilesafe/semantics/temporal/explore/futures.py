@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tilesafe.semantics.temporal.explore import objects as obj
+from tilesafe.semantics.temporal.explore.ops import cluster
 from tilesafe.semantics.temporal.explore.ops.base import Summary
 from tilesafe.semantics.temporal.instrs import Branch, End, Enter, Instr, Jump, Next, Sync
 
@@ -42,10 +44,14 @@ def futures(m: Machine) -> tuple[list[tuple[Future, ...]], list[tuple[frozenset,
                         continue
                     rr, ww = op.future(a, ins, ev)
                     r.update(rr)
+                    r.update(cluster.foreign(m, a, set(rr) | set(ww)))
                     w.update(ww)
                     op.summarize(a, ins, ev, ww, summary)
             if op is not None:
                 w.update(op.static_writes(a, ins))
+            ct = cluster.tables(m)
+            if ct is not None:  # every step of a CTA may be its last (ops/cluster.py)
+                w.add(obj.alive(ct.class_cta[a]))
             reads.append(r)
             wrs.append(w)
         for pc, ins in enumerate(code):

@@ -22,7 +22,7 @@ from tilesafe.semantics.temporal.explore.explain import bar_text, blocked_lines,
 from tilesafe.semantics.temporal.explore.futures import futures
 from tilesafe.semantics.temporal.explore.mut import Mut
 from tilesafe.semantics.temporal.explore.operands import AT_END, AT_SYNC, FAILS, STEP, Err
-from tilesafe.semantics.temporal.explore.ops import Hooks, Op
+from tilesafe.semantics.temporal.explore.ops import Hooks, Op, cluster
 from tilesafe.semantics.temporal.explore.state import (
     FREE,
     NO_WINDOW,
@@ -48,6 +48,7 @@ class Step(NamedTuple):
     kind: int
     joint: bool  # a step several classes take together (Op.joint): it advances them itself
     gated: bool  # Op.gate decides whether it is enabled (else: always)
+    remote: bool = False  # it touches another CTA of a cluster (never fused: ops/cluster.py)
 
 
 class Machine:
@@ -255,9 +256,11 @@ class Machine:
             kind = (AT_END if isinstance(ins, End) else AT_SYNC if isinstance(ins, Sync)
                     else FAILS if isinstance(ev, Err) else STEP)
             r, w = op.step_objects(a, pc, ins, ev) if kind == STEP else ((), ())
+            r, w, remote = cluster.step_objects(self, a, pc, ctrs, frozenset(r), frozenset(w),
+                                                kind == STEP and op.joint(ins))
             normal = kind == STEP
-            hit = Step(ins, op, ev, frozenset(r), frozenset(w), kind,
-                       normal and op.joint(ins), normal and op.gates(ins))
+            hit = Step(ins, op, ev, r, w, kind,
+                       normal and op.joint(ins), normal and op.gates(ins), remote)
             self._static_cache[key] = hit
         return hit
 
@@ -265,7 +268,8 @@ class Machine:
         """What completing an in-flight copy writes (cached per copy)."""
         hit = self._copy_cache.get(c)
         if hit is None:
-            hit = self._copy_cache[c] = self.hooks.in_flight[c[0]].objects(c)
+            hit = self._copy_cache[c] = cluster.copy_objects(
+                self, frozenset(self.hooks.in_flight[c[0]].objects(c)))
         return hit
 
     def successors(self, state: State, por_on: bool) -> tuple[list, list, dict]:

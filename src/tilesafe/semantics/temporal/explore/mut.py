@@ -67,7 +67,7 @@ class Mut:
         """Class `a` performs its next instruction (and the local ones after it)."""
         m = self.m
         pc, ctrs = self.agents[a]
-        ins, op, ev, _, _, kind, joint, _ = m.step_of(a, pc, ctrs)
+        ins, op, ev, _, _, kind, joint, _, _ = m.step_of(a, pc, ctrs)
         if kind == AT_END or kind == AT_SYNC:
             raise CannotMove(f"replay: {m.agents[a].cls.name} cannot move")
         span = ins.stmt.span if ins.stmt is not None else None
@@ -90,7 +90,7 @@ class Mut:
         while True:
             pc, ctrs = self.agents[a]
             st = m.step_of(a, pc, ctrs)
-            if not st.op.fusable or st.kind == FAILS or not st.op.local(
+            if not st.op.fusable or st.kind == FAILS or st.remote or not st.op.local(
                     self, a, st.ins, st.ev, st.reads, st.writes):
                 return
             if self.rec is not None:

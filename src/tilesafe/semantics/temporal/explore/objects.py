@@ -52,3 +52,10 @@ def warp_meet(stmt_id: int) -> tuple:
 def named(index: int) -> tuple:
     """A named barrier's current phase (the classes arrived in it)."""
     return ("n", index)
+
+
+def alive(cta: int) -> tuple:
+    """That CTA `cta` of a cluster has not exited: every step of its classes writes it
+    (the last one ends it), every step touching its memory or barriers from another CTA
+    reads it (semantics/temporal/explore/ops/cluster.py)."""
+    return ("cta", cta)

@@ -29,12 +29,15 @@ from tilesafe.semantics.temporal.explore.state import (
     NAMED_POOL,
     NEVER_WRITTEN,
     POOL,
+    REMOTE_MARK,
+    STRANDED,
     LoadCopy,
     Perm,
     StoreCopy,
     claimable_by,
     given_back,
     mma_held,
+    stranded,
 )
 from tilesafe.semantics.temporal.explore.threads import (
     concurrent_writer,
@@ -125,10 +128,30 @@ def claim_write(s: Mut, a: int, x: int, span: Span | None) -> None:
     denied(s, a, x, h, span, write=True)
 
 
+def scope_race(s: Mut, a: int, x: int, h: dict, what: str, span: Span | None) -> None:
+    """A claim that fails because a release or acquire had the wrong scope: what the region
+    waits for was given up by a relaxed or `.cta` arrive nobody can acquire, or lies in a
+    phase only an acquire at cluster scope takes (TS309, naming the CTA, barrier and
+    scope)."""
+    m = s.m
+    for k in sorted(h):
+        if k[0] == STRANDED and h[k]:
+            raise ExploreError("TS309", f"{m.agents[a].cls.name} {what} {m.atoms.label(x)}, "
+                               f"which {holder_text(m, k)}: the hand-off needs a release at "
+                               "cluster scope (`scope cluster`, not relaxed)", span,
+                               atom=m.atoms.label(x))
+        if k[0] == REMOTE_MARK and h[k]:
+            raise ExploreError("TS309", f"{m.agents[a].cls.name} {what} {m.atoms.label(x)}, "
+                               f"which {holder_text(m, k)}; its wait on {m.labels[k[1]]} "
+                               "acquires at .cta scope (add `scope cluster` to the wait)",
+                               span, atom=m.atoms.label(x))
+
+
 def denied(s: Mut, a: int, x: int, h: dict, span: Span | None, write: bool) -> None:
     m = s.m
     name, region = m.agents[a].cls.name, m.atoms.label(x)
     span = culprit_span(m, a, s.agents[a], x, write) or span
+    scope_race(s, a, x, h, "writes" if write else "reads", span)
     others = [who(s, h, m.keys.cls[a])] + copy_holders(s, x)
     others = [o for o in others if o != "nobody"] or ["nobody (its permission is lost)"]
     held = "; ".join(others)
@@ -180,10 +203,13 @@ def released_before(m: Machine, a: int, pc: int, atom: int) -> bool:
 # ---- synchronisation moves shares -----------------------------------------------------------
 
 
-def deposit(s: Mut, a: int, inst: int) -> None:
+def deposit(s: Mut, a: int, inst: int, remote: bool = False) -> None:
     """An arrive releases what the class holds of the barrier's guarded region, and
-    publishes its generic writes (a later proxy fence no longer covers them)."""
-    me, key = s.m.keys.cls[a], s.m.keys.pool[inst]
+    publishes its generic writes (a later proxy fence no longer covers them). `remote`:
+    the arriving class is of another CTA (a release at cluster scope): its share is pooled
+    apart, for waits that acquire at cluster scope."""
+    me = s.m.keys.cls[a]
+    key = s.m.keys.rpool[inst] if remote else s.m.keys.pool[inst]
     for x in s.m.atoms.guards[inst]:
         h = holders(s, x)
         mine = h.pop(me, 0)
@@ -212,27 +238,48 @@ def fence(s: Mut, a: int) -> None:
 
 def split_phase(s: Mut, inst: int) -> None:
     """A phase of `inst` completed: what its arrivals pooled is split among the classes
-    that wait on the instance, each share earmarked for one of them."""
+    that wait on the instance, each share earmarked for one of them (what arrivers of
+    another CTA pooled, apart: only a wait acquiring at cluster scope takes it)."""
     m = s.m
     waiters = m.waiters[inst]
-    mark, key = m.keys.earmark[inst], m.keys.pool[inst]
+    pools = ((m.keys.pool[inst], m.keys.earmark[inst]),
+             (m.keys.rpool[inst], m.keys.rmark[inst]))
     for x in m.atoms.guards[inst]:
         h = holders(s, x)
-        pool = h.pop(key, 0)
-        if pool and waiters:
-            share, rest = divmod(pool, len(waiters))
-            if rest:
-                raise Unsupported("a permission split is not exact in the chosen unit")
-            for w in waiters:
-                h[mark[w]] = h.get(mark[w], 0) + share
-        elif pool:
-            h[key] = pool
+        for key, mark in pools:
+            pool = h.pop(key, 0)
+            if pool and waiters:
+                share, rest = divmod(pool, len(waiters))
+                if rest:
+                    raise Unsupported("a permission split is not exact in the chosen unit")
+                for w in waiters:
+                    h[mark[w]] = h.get(mark[w], 0) + share
+            elif pool:
+                h[key] = pool
         set_holders(s, x, h)
 
 
-def collect(s: Mut, a: int, inst: int) -> None:
-    """Class `a` passed a wait on `inst`: it takes what completed phases earmarked for it."""
-    mark, me = s.m.keys.earmark[inst][a], s.m.keys.cls[a]
+def strand(s: Mut, a: int, why: int, inst: int) -> None:
+    """A release nobody can acquire (a relaxed arrive, a `.cta` arrive on another CTA's
+    barrier; inst -1: a relaxed cluster_arrive, of everything the class holds): what the
+    class holds of the region is given up to no one, marked with why (TS309 for whoever
+    needs it next)."""
+    me = s.m.keys.cls[a]
+    atoms = s.m.atoms.guards[inst] if inst >= 0 else range(len(s.m.atoms))
+    key = stranded(a, why, inst)
+    for x in atoms:
+        h = holders(s, x)
+        mine = h.pop(me, 0)
+        if mine:
+            h[key] = h.get(key, 0) + mine
+            set_holders(s, x, h)
+
+
+def collect(s: Mut, a: int, inst: int, remote: bool = False) -> None:
+    """Class `a` passed a wait on `inst`: it takes what completed phases earmarked for it
+    (`remote`: what arrivers of another CTA released, for a wait at cluster scope)."""
+    keys = s.m.keys.rmark if remote else s.m.keys.earmark
+    mark, me = keys[inst][a], s.m.keys.cls[a]
     for x in s.m.atoms.guards[inst]:
         h = holders(s, x)
         got = h.pop(mark, 0)
@@ -266,6 +313,7 @@ def load_takes(s: Mut, a: int, inst: int, atoms: tuple[int, ...], span: Span | N
     for x in atoms:
         h = holders(s, x)
         if h.get(me, 0) + h.get(pool, 0) + h.get(FREE, 0) != m.unit:
+            scope_race(s, a, x, h, "loads (TMA) into", span)
             rest = {k: v for k, v in h.items() if k not in (me, pool, FREE)}
             others = [who(s, rest, ())] + copy_holders(s, x)
             others = [o for o in others if o != "nobody"]

@@ -138,6 +138,15 @@ GIVEN_BACK = "G"  # (GIVEN_BACK, class, age): a finished TMA store's share, unti
 NAMED_POOL = "N"  # (NAMED_POOL, index): released by the arrivers of a named barrier's phase
 NAMED_CLAIM = "Q"  # (NAMED_CLAIM, index, mask): a completed phase's, claimable by `mask`
 MMA = "M"  # (MMA, class, age): read by MMAs of a class's wgmma group until a wgmma_wait
+# Clusters (semantics/temporal/explore/ops/cluster.py):
+REMOTE_POOL = "R"  # (REMOTE_POOL, inst): deposited by arrivers of another CTA (cluster release)
+REMOTE_MARK = "D"  # (REMOTE_MARK, inst, class): a completed phase's share of a remote pool for
+#                    a waiting class, taken only by a wait that acquires at cluster scope
+STRANDED = "X"  # (STRANDED, class, why, inst): what a class gave up with a release nobody
+#                 can acquire (a relaxed arrive, a `.cta` arrive on a peer's barrier)
+# why: the arrive on `inst` was relaxed / a .cta release to another CTA / a relaxed
+# cluster_arrive (inst -1)
+RELAXED_ARRIVE, CTA_SCOPE_ARRIVE, RELAXED_CLUSTER_ARRIVE = 0, 1, 2
 
 
 def by_class(a: int) -> tuple:
@@ -168,6 +177,18 @@ def mma_held(cls: int, age: int) -> tuple:
     return (MMA, cls, age)
 
 
+def remote_pooled(inst: int) -> tuple:
+    return (REMOTE_POOL, inst)
+
+
+def remote_marked(inst: int, cls: int) -> tuple:
+    return (REMOTE_MARK, inst, cls)
+
+
+def stranded(cls: int, why: int, inst: int) -> tuple:
+    return (STRANDED, cls, why, inst)
+
+
 def claimable_by(k: tuple, a: int) -> bool:
     """Is holder `k` a completed named-barrier phase's pool that class `a` may claim?"""
     return k[0] == NAMED_CLAIM and bool((k[2] >> a) & 1)
@@ -193,6 +214,8 @@ class HolderKeys:
         self.cls = tuple(by_class(a) for a in range(n))
         self.pool = tuple(pooled(i) for i in range(ninst))
         self.earmark = tuple(tuple(earmarked(i, a) for a in range(n)) for i in range(ninst))
+        self.rpool = tuple(remote_pooled(i) for i in range(ninst))
+        self.rmark = tuple(tuple(remote_marked(i, a) for a in range(n)) for i in range(ninst))
         self.written = tuple(unfenced(a, False) for a in range(n))  # Unfenced, unpublished
         self.published = tuple(unfenced(a, True) for a in range(n))
 

@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tilesafe.semantics.temporal.explore.ops import block, bulk, mbarrier, named, ownership, wgmma
+from tilesafe.semantics.temporal.explore.ops import (
+    block,
+    bulk,
+    cluster,
+    mbarrier,
+    named,
+    ownership,
+    wgmma,
+)
 from tilesafe.semantics.temporal.explore.ops.base import Family, InFlight, Op
 
 if TYPE_CHECKING:
@@ -23,6 +31,7 @@ FAMILIES: tuple[Family, ...] = (
     block.FAMILY,
     ownership.FAMILY,
     wgmma.FAMILY,
+    cluster.FAMILY,
 )
 
 

@@ -196,10 +196,13 @@ class Family:
     and how it reacts to other families' events. Every hook but `ops` is optional.
 
     on_phase(s, inst, span)  a phase of barrier instance `inst` completed
-    on_wait(s, a, inst)      class `a` passed a wait on `inst`
+    on_wait(s, a, inst, cluster)
+                             class `a` passed a wait on `inst` (`cluster`: an acquire at
+                             cluster scope)
     on_arrive(s, a, inst, acquire, deposit)
                              class `a` arrived on `inst` (`acquire`: its lanes converged
-                             first, one per warp; `deposit`: it hands over what it holds)
+                             first, one per warp; `deposit`: it hands over what it holds,
+                             0 no, 1 yes, 2 to waits at cluster scope: ops/cluster.py)
     on_sync(s)               every class met at `sync`
     prepare(m) -> tables     static tables, kept in m.tables[name]
     applies(m) -> bool       whether its listeners react in machine m at all (ownership:

@@ -19,6 +19,7 @@ from tilesafe.semantics.temporal.explore import perms
 from tilesafe.semantics.temporal.explore.errors import ExploreError
 from tilesafe.semantics.temporal.explore.notes import IssuedNote
 from tilesafe.semantics.temporal.explore.operands import CopyOperands, Err
+from tilesafe.semantics.temporal.explore.ops import cluster
 from tilesafe.semantics.temporal.explore.ops.base import Family, InFlight, Op, Scan, line_of
 from tilesafe.semantics.temporal.explore.ops.mbarrier import bar_op, completing, instance
 from tilesafe.semantics.temporal.explore.state import (
@@ -84,6 +85,10 @@ class TmaLoadOp(_Copy):
         inst = ev.inst
         st, init_by, fenced, _ = s.bars[inst]
         label = m.labels[inst]
+        ct = cluster.tables(m)
+        if ct is not None:  # a multicast's load into another CTA (ops/cluster.py)
+            cluster.check_peers(s, a, (ct.inst_cta[inst],), f"loads (TMA) into the shared "
+                                f"memory signalling {label}", span)
         if not st.initialized:
             raise ExploreError("TS401", f"tma_load signals {label} before init", span)
         if not fenced:
@@ -197,6 +202,7 @@ class LoadLands(InFlight):
         return frozenset(keys)
 
     def complete(self, s: Mut, c: LoadCopy) -> None:
+        cluster.landing(s, c.inst, c.atoms)
         if self.m.ownership:
             perms.load_lands(s, c.inst, c.atoms)
         bar_op(s, c.inst, lambda b: b.complete_tx(c.nbytes), None, "complete_tx", (c.nbytes,))
@@ -251,7 +257,7 @@ def on_phase(s: Mut, inst: int, span: Span | None) -> None:
                             "than the copies deliver", span, soft=True))
 
 
-def on_wait(s: Mut, a: int, inst: int) -> None:
+def on_wait(s: Mut, a: int, inst: int, cluster_scope: bool = False) -> None:
     s.lflags[inst] &= ~LOAD_UNOBSERVED  # this wait is ordered after every landed load
 
 

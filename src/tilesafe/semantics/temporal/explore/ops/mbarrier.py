@@ -16,6 +16,7 @@ from tilesafe.frontend import ir
 from tilesafe.frontend.span import Span
 from tilesafe.semantics.hw import mbarrier as mb
 from tilesafe.semantics.temporal.explore import objects as obj
+from tilesafe.semantics.temporal.explore import perms
 from tilesafe.semantics.temporal.explore.errors import MODEL_CODES, ExploreError
 from tilesafe.semantics.temporal.explore.explain import bar_text
 from tilesafe.semantics.temporal.explore.notes import (
@@ -30,6 +31,7 @@ from tilesafe.semantics.temporal.explore.operands import (
     InitOperands,
     WaitOperands,
 )
+from tilesafe.semantics.temporal.explore.ops import cluster
 from tilesafe.semantics.temporal.explore.ops.base import Family, Op, Summary, line_of
 from tilesafe.semantics.temporal.explore.state import State, bar_rec
 from tilesafe.semantics.temporal.instrs import (
@@ -219,7 +221,7 @@ class WaitOp(Op):
         if s.rec is not None:
             s.rec.append(ObservesNote(inst))
         for f in m.hooks.wait:  # the other families' reactions (load flags, permissions)
-            f(s, a, inst)
+            f(s, a, inst, ins.cluster)
 
     def detail(self, a: int, ins: Wait, ev: Any, completes: int, observes: int,
                observed: bool) -> tuple[str, str]:
@@ -298,15 +300,24 @@ class ArriveOp(Op):
                          span: Span | None) -> None:
         m = self.m
         inst, tx = ev.inst, ev.tx
+        cluster.check_peers(s, a, (m.tables["cluster"].inst_cta[inst],) if m.model.cluster
+                            else (), f"arrives on {m.labels[inst]}", span)
         if not s.bars[inst].st.initialized:
             raise ExploreError("TS401", f"arrive on {m.labels[inst]} before init", span)
         n = ins.count
         if ins.per_warp or n > 0:
             # The class releases what it did (with `one` of a class of several threads, only
-            # one thread arrives: the others deposit nothing).
-            deposit = not (ins.stmt.mode is ir.ArriveMode.ONE and m.agents[a].cls.size > 1)
-            for f in m.hooks.arrive:
-                f(s, a, inst, ins.per_warp, deposit)
+            # one thread arrives: the others deposit nothing) -- where the release's scope
+            # reaches the barrier's waiters (ops/cluster.py).
+            mode = cluster.release_mode(m, a, ins, inst)
+            if isinstance(mode, tuple):
+                if m.ownership:
+                    perms.strand(s, a, mode[1], inst)
+            else:
+                one = ins.stmt.mode is ir.ArriveMode.ONE and m.agents[a].cls.size > 1
+                deposit = cluster.NO_DEPOSIT if one else mode
+                for f in m.hooks.arrive:
+                    f(s, a, inst, ins.per_warp, deposit)
         if n == 0:
             return
         st = s.bars[inst].st

@@ -17,8 +17,14 @@ from tilesafe.semantics.temporal.explore import objects as obj
 from tilesafe.semantics.temporal.explore import perms, threads
 from tilesafe.semantics.temporal.explore.errors import ExploreError
 from tilesafe.semantics.temporal.explore.ops.base import Family, Op, line_of
-from tilesafe.semantics.temporal.explore.state import State, claimable_by, named_claim, named_pool
-from tilesafe.semantics.temporal.instrs import NamedArrive, NamedWait, Sync
+from tilesafe.semantics.temporal.explore.state import (
+    RELAXED_CLUSTER_ARRIVE,
+    State,
+    claimable_by,
+    named_claim,
+    named_pool,
+)
+from tilesafe.semantics.temporal.instrs import CtaSync, NamedArrive, NamedWait, Sync
 
 if TYPE_CHECKING:
     from tilesafe.semantics.temporal.explore.machine import Machine
@@ -38,7 +44,9 @@ class NamedIds:
 
 def prepare(m: Machine) -> NamedIds:
     code = [ins for ag in m.agents for ins in ag.code]
-    ids = sorted({ins.named for ins in code if isinstance(ins, (NamedArrive, NamedWait))})
+    # (a cluster's CTA syncs hand holdings over through named-barrier claims too)
+    ids = sorted({ins.named for ins in code if isinstance(ins, (NamedArrive, NamedWait,
+                                                                CtaSync))})
     counts = tuple(tuple(sorted({ins.ncount for ins in code
                                  if isinstance(ins, NamedArrive) and ins.named == b}))
                    for b in ids)
@@ -48,6 +56,12 @@ def prepare(m: Machine) -> NamedIds:
 
 def tables(m: Machine) -> NamedIds:
     return m.tables["named"]
+
+
+def named_text(m: Machine, named: int) -> str:
+    """`bar_sync 3`, or what a cluster's view made a named barrier of."""
+    cl = m.model.cluster
+    return f"bar_sync {named}" if cl is None else cl.named_text(named)
 
 
 class NamedArriveOp(Op):
@@ -87,32 +101,58 @@ class NamedArriveOp(Op):
         i = t.index[ins.named]
         mask = s.named[i]
         self.check(s, a, ins, mask, t, span)
-        threads.release(s, a)
-        if m.ownership:
-            self.release(s, a, i)
-            perms.publish(s, a)
+        if ins.release:
+            threads.release(s, a)
+            if m.ownership:
+                self.release(s, a, i)
+                perms.publish(s, a)
+        elif m.ownership:
+            # A relaxed cluster_arrive hands nothing over: what the class holds stays
+            # with it, marked, so that a peer that needs it is told why (TS309).
+            perms.strand(s, a, RELAXED_CLUSTER_ARRIVE, -1)
         mask |= 1 << a
         arrived = sum(m.agents[c].cls.size for c in range(m.n) if (mask >> c) & 1)
         if arrived > ins.ncount:
-            raise ExploreError("TS412", f"{arrived} threads arrive at named barrier "
-                               f"{ins.named} in one phase but its count is {ins.ncount}", span)
-        if arrived == ins.ncount:
-            # The classes that arrived with bar_sync: at their wait now, or this one.
-            syncers = 1 << a if not ins.stmt.arrive else 0
-            for c in range(m.n):
-                if c != a and (mask >> c) & 1 and \
-                        isinstance(m.agents[c].code[s.agents[c][0]], NamedWait):
-                    syncers |= 1 << c
-            mask = 0
-            self.complete(s, i, syncers)
+            raise ExploreError("TS412", f"{arrived} threads arrive at {named_text(m, ins.named)} "
+                               f"in one phase but its count is {ins.ncount}", span)
+        if arrived + self.exited(s, ins, mask) == ins.ncount:
+            mask = self.finish(s, i, mask, a if ins.syncs else -1)
         s.named[i] = mask
+
+    def exited(self, s: Mut, ins: NamedArrive, mask: int) -> int:
+        """Threads of classes that finished without arriving, which a barrier counting
+        only the live threads (the cluster barrier) treats as arrived."""
+        if not ins.exits_count:
+            return 0
+        m = self.m
+        return sum(m.agents[c].cls.size for c in range(m.n)
+                   if not (mask >> c) & 1 and s.agents[c][0] == m.last_pc[c])
+
+    def finish(self, s: Mut, i: int, mask: int, me: int) -> int:
+        """The phase completes (the new mask: empty). Syncers: the classes that arrived
+        with bar_sync -- at their wait now, or `me`."""
+        m = self.m
+        syncers = 1 << me if me >= 0 else 0
+        for c in range(m.n):
+            if c != me and (mask >> c) & 1 and \
+                    isinstance(m.agents[c].code[s.agents[c][0]], NamedWait):
+                syncers |= 1 << c
+        self.complete(s, i, syncers)
+        return 0
 
     def check(self, s: Mut, a: int, ins: NamedArrive, mask: int, t: NamedIds,
               span: Span | None) -> None:
         """Counts of whole warps, one count and one synchronisation per id."""
         m = self.m
         name = m.agents[a].cls.name
-        what = "bar_sync" if not ins.stmt.arrive else "bar_arrive"
+        if m.model.cluster is not None and ins.named >= m.model.cluster_ids:
+            # A CTA's `sync` or the cluster barrier of a cluster's view: counts are exact
+            # by construction; only arriving twice in one phase can go wrong.
+            if (mask >> a) & 1:
+                raise ExploreError("TS412", f"{name} arrives at {named_text(m, ins.named)} "
+                                   "twice in one phase", span)
+            return
+        what = "bar_sync" if ins.syncs else "bar_arrive"
         if ins.ncount % 32 or ins.ncount > m.k.block:
             raise ExploreError("TS414", f"{what} {ins.named}, {ins.ncount}: the thread count "
                                f"must be a multiple of 32 (whole warps) and at most the "
@@ -194,22 +234,40 @@ class NamedWaitOp(Op):
         return True
 
     def objects(self, a: int, ins: NamedWait, ev: Any) -> tuple:
-        return (obj.named(tables(self.m).index[ins.named]),), ()
+        key = obj.named(tables(self.m).index[ins.named])
+        if not ins.exits_count:
+            return (key,), ()
+        # The cluster barrier's wait may complete the phase itself (every class that has
+        # not arrived finished), with what completing a phase writes.
+        free = tuple(obj.free(x) for x in range(len(self.m.atoms))) if self.m.ownership else ()
+        return (key,), (key,) + free
 
     def gate(self, state: State, a: int, ins: NamedWait, ev: Any, reads: frozenset,
              writes: frozenset) -> tuple[bool, frozenset, frozenset]:
-        return not (state.named[tables(self.m).index[ins.named]] >> a) & 1, reads, writes
+        mask = state.named[tables(self.m).index[ins.named]]
+        return not (mask >> a) & 1 or self.rest_exited(state, ins, mask), reads, writes
+
+    def rest_exited(self, state: State, ins: NamedWait, mask: int) -> bool:
+        """The cluster barrier: every class that has not arrived has finished, so the
+        phase completes (PTX waits for the threads that have not exited)."""
+        m = self.m
+        return ins.exits_count and all((mask >> c) & 1 or state.agents[c][0] == m.last_pc[c]
+                                       for c in range(m.n))
 
     def apply(self, s: Mut, a: int, ins: NamedWait, ev: Any, span: Span | None) -> None:
         """The phase the class arrived in has completed: every thread of the class (and
         of every class that arrived) arrived before any passes, so its threads are
         ordered."""
+        i = tables(self.m).index[ins.named]
+        if (s.named[i] >> a) & 1:  # completed by the classes that exited meanwhile
+            arrive = self.m.hooks.ops[NamedArrive]
+            s.named[i] = arrive.finish(s, i, s.named[i], a)
         if self.m.ownership:
             threads.ordered_all(s, a)
 
     def blocked(self, state: State, a: int, ins: NamedWait,
                 phases: Mapping[int, int] | None) -> str | None:
-        return f"waits at bar_sync {ins.named} (line {line_of(ins)})"
+        return f"waits at {named_text(self.m, ins.named)} (line {line_of(ins)})"
 
 
 def stuck(m: Machine, state: State, live: list[int]) -> tuple[str, str] | None:
@@ -224,7 +282,7 @@ def stuck(m: Machine, state: State, live: list[int]) -> tuple[str, str] | None:
         if isinstance(ins, NamedWait):
             i = t.index[ins.named]
             got = sum(m.agents[c].cls.size for c in range(m.n) if (state.named[i] >> c) & 1)
-            lines.append(f"{m.agents[a].cls.name} waits at bar_sync {ins.named} "
+            lines.append(f"{m.agents[a].cls.name} waits at {named_text(m, ins.named)} "
                          f"({got} of {ins.ncount} threads arrived)")
     done = [m.agents[a].cls.describe() for a in range(m.n) if a not in live]
     return "TS421", ("named barrier never completes: " + "; ".join(lines) +

@@ -21,6 +21,7 @@ from tilesafe.semantics.temporal import footprint as fpm
 from tilesafe.semantics.temporal.explore import objects as obj
 from tilesafe.semantics.temporal.explore import perms, threads
 from tilesafe.semantics.temporal.explore.operands import AccessOperands, Err
+from tilesafe.semantics.temporal.explore.ops import cluster
 from tilesafe.semantics.temporal.explore.ops.base import Family, Op, Scan, Summary
 from tilesafe.semantics.temporal.explore.state import (
     COVER,
@@ -125,6 +126,10 @@ class AccessOp(Op):
     def apply(self, s: Mut, a: int, ins: Access, ev: AccessOperands,
               span: Span | None) -> None:
         m = self.m
+        ct = cluster.tables(m)
+        if ct is not None:
+            cluster.check_peers(s, a, (ct.atom_cta[x] for x in ev.reads + ev.writes),
+                                "accesses the shared memory", span)
         for x in ev.exposed:
             d = s.defined[x]
             if d != DEFINED and not (d >= COVER and covers(m, d, ev.fp, x)):
@@ -252,16 +257,19 @@ def on_phase(s: Mut, inst: int, span: Span | None) -> None:
         perms.split_phase(s, inst)
 
 
-def on_wait(s: Mut, a: int, inst: int) -> None:
+def on_wait(s: Mut, a: int, inst: int, cluster_scope: bool = False) -> None:
     threads.acquire(s, a)
     if s.m.ownership:
         perms.collect(s, a, inst)
+        if cluster_scope:  # what arrivers of another CTA released (ops/cluster.py)
+            perms.collect(s, a, inst, remote=True)
 
 
-def on_arrive(s: Mut, a: int, inst: int, acquire: bool, deposit: bool) -> None:
+def on_arrive(s: Mut, a: int, inst: int, acquire: bool, deposit: int) -> None:
+    """`deposit`: ops/cluster.py's NO_DEPOSIT, DEPOSIT or DEPOSIT_REMOTE."""
     threads.release(s, a, acquire=acquire)
     if s.m.ownership and deposit:
-        perms.deposit(s, a, inst)
+        perms.deposit(s, a, inst, remote=deposit == 2)
 
 
 def on_sync(s: Mut) -> None:
