@@ -328,8 +328,7 @@ def _conflicts(kernel: ir.Kernel, a: AccessRelation, b: AccessRelation,
     assert wa is not None and wb is not None
     pairs = wa.apply_range(wb.reverse())
     if a.gathers or b.gathers:  # scatters: the values read by the two instances
-        pairs = pairs.intersect(gather.pair_facts(kernel, a.gathers, b.gathers,
-                                                  pairs.get_space()))
+        pairs = gather.pair_facts(kernel, a.gathers, b.gathers, pairs.get_space(), pairs)
     if a.index == b.index:
         pairs = pairs.subtract(isl.Map.identity(pairs.get_space()))
     for ba in a.branches:
