@@ -68,6 +68,7 @@ class Clause:
     cond: ir.Expr
     span: Span
     text: str
+    predicate: bool = False  # from injective/permutation/sorted (two points of one tensor)
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,7 @@ def _clauses(requires: tuple[ir.Requires, ...]) -> tuple[Clause, ...]:
             if r.vlo is not None and r.vhi is not None:
                 parts += [_b(s, "<", ep, r.vlo), _b(s, ">=", ep, r.vhi)]
             cond = _any(s, parts)
-        out.append(Clause((p, q), cond, s, text))
+        out.append(Clause((p, q), cond, s, text, predicate=True))
     return tuple(out)
 
 
@@ -185,7 +186,8 @@ def _index(d: GatherDim, env_space: isl.Space) -> list[isl.PwAff]:
 # ---- the facts ------------------------------------------------------------------------------
 
 
-def constraints(kernel: ir.Kernel, universe: isl.Set, dims: Sequence[GatherDim]) -> isl.Set:
+def constraints(kernel: ir.Kernel, universe: isl.Set, dims: Sequence[GatherDim],
+                predicates: bool = True) -> isl.Set:
     """The facts about `dims` (see the module doc) as a subset of `universe` (a set over
     the space the dims live in; the universe, or the set the caller will intersect them
     with anyway).
@@ -194,7 +196,12 @@ def constraints(kernel: ir.Kernel, universe: isl.Set, dims: Sequence[GatherDim])
     complement, a union of pieces, and intersecting many of them over the universe
     multiplies the pieces (a pair of scatter instances under five clauses ran out of ISL's
     budget); intersected into a set that already pins the instances, most pieces are empty
-    at once. Each fact is intersected and coalesced in turn."""
+    at once. Each fact is intersected and coalesced in turn.
+
+    `predicates=False` leaves out the instances of injective/permutation/sorted: a caller
+    that does not need them (the value proof: two positions of a scatter never write one
+    element, which the access checker proves) saves their pieces, which multiply with the
+    number of reads of the tensor (fewer facts: weaker assumptions, still sound)."""
     s = universe
     if not dims:
         return s
@@ -209,6 +216,8 @@ def constraints(kernel: ir.Kernel, universe: isl.Set, dims: Sequence[GatherDim])
             s = s & _consistent(space, a, b)
     count = 0
     for clause in clauses(kernel):
+        if clause.predicate and not predicates:
+            continue
         for inst in _instances(clause, dims):
             if count >= MAX_INSTANCES:
                 return s
