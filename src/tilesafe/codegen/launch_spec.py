@@ -27,6 +27,9 @@ class LaunchSpec:
     smem_bytes: int
     params: tuple[dict[str, Any], ...]
     written: tuple[str, ...]
+    # the kernel's `requires` clauses as plain data (semantics/access/requires_form.py):
+    # the launcher checks the index tensors against them before the launch
+    requires: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -34,4 +37,8 @@ class LaunchSpec:
     @staticmethod
     def from_json(data: Mapping[str, Any]) -> LaunchSpec:
         return LaunchSpec(data["kernel"], data["ptx"], tuple(data["grid"]), data["block"],
-                          data["smem_bytes"], tuple(data["params"]), tuple(data["written"]))
+                          data["smem_bytes"], tuple(data["params"]), tuple(data["written"]),
+                          tuple(data.get("requires", ())))
+
+    def sizes(self) -> dict[str, int]:
+        return {p["name"]: int(p["value"]) for p in self.params if p["kind"] == "size"}

@@ -68,5 +68,8 @@ def bind(kernel: ir.Kernel, compiled: CompiledKernel, sizes: Mapping[str, int]) 
             params.append({"kind": "tensormap", "name": p.source, "tensor": tm.tensor,
                            "spec": dataclasses.asdict(spec)})
     full = tuple(grid) + (1,) * (3 - len(grid))
+    from tilesafe.semantics.access.requires_form import encode
+
     return LaunchSpec(compiled.name, compiled.ptx, full, compiled.block,  # type: ignore[arg-type]
-                      compiled.smem_bytes, tuple(params), tuple(sorted(tensor_usage(kernel)[1])))
+                      compiled.smem_bytes, tuple(params), tuple(sorted(tensor_usage(kernel)[1])),
+                      encode(kernel))

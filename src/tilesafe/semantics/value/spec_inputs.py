@@ -18,14 +18,13 @@ with the longest loops; the one with the most blocks; a ragged one where `where`
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping
 from enum import Enum
 
 import numpy as np
 
-from tilesafe.frontend import ir, walk
-from tilesafe.semantics.expr import evaluate, fp
+from tilesafe.frontend import ir
+from tilesafe.semantics.expr import evaluate, fp, size_combos
 from tilesafe.semantics.interpreter.interp_io import random_inputs
 from tilesafe.semantics.interpreter.smem import NUMPY_DTYPE
 
@@ -164,63 +163,6 @@ def _cost(kernel: ir.Kernel, sizes: Mapping[str, int]) -> tuple[int, int] | None
     return elems, threads
 
 
-def derived_sizes(kernel: ir.Kernel) -> dict[str, ir.Expr]:
-    """Sizes that a `where` equation fixes from the others (`TK == 2 * T`, `P == 64 * NB`):
-    name -> the term over the free sizes (substituted through each other, no cycles)."""
-    eqs: dict[str, ir.Expr] = {}
-    for w in _conjuncts(kernel.where):
-        if not (isinstance(w, ir.BinOp) and w.op == "=="):
-            continue
-        for lhs, rhs in ((w.lhs, w.rhs), (w.rhs, w.lhs)):
-            if isinstance(lhs, ir.SizeVar) and lhs.name not in eqs \
-                    and lhs.name not in _size_names(rhs) and _only_sizes(rhs):
-                eqs[lhs.name] = rhs
-                break
-    order: dict[str, ir.Expr] = {}
-    while True:  # keep an equation once every size it uses is free or already kept
-        ready = [n for n, e in eqs.items() if n not in order
-                 and all(m not in eqs or m in order for m in _size_names(e))]
-        if not ready:
-            return order
-        for n in ready:
-            order[n] = eqs[n]
-
-
-def candidate_sizes(kernel: ir.Kernel):
-    """Every combination of CANDIDATE_VALUES for the free sizes, the derived ones computed
-    (derived_sizes): a kernel with seven sizes, three of them fixed by equations, has 23^4
-    candidates to look at instead of 23^7."""
-    derived = derived_sizes(kernel)
-    free = [n for n in kernel.sizes if n not in derived]
-    for values in itertools.product(CANDIDATE_VALUES, repeat=len(free)):
-        sizes = dict(zip(free, values, strict=True))
-        try:
-            for n, e in derived.items():
-                sizes[n] = _value(e, sizes)
-        except (evaluate.EvalError, evaluate.NoValue, KeyError, ZeroDivisionError):
-            continue
-        yield {n: sizes[n] for n in kernel.sizes}
-
-
-def _conjuncts(exprs) -> list[ir.Expr]:
-    out: list[ir.Expr] = []
-    for e in exprs:
-        if isinstance(e, ir.BinOp) and e.op == "&&":
-            out += _conjuncts((e.lhs, e.rhs))
-        else:
-            out.append(e)
-    return out
-
-
-def _size_names(e: ir.Expr) -> set[str]:
-    return {x.name for x in walk.subexprs(e) if isinstance(x, ir.SizeVar)}
-
-
-def _only_sizes(e: ir.Expr) -> bool:
-    return all(isinstance(x, (ir.SizeVar, ir.IntConst, ir.BinOp, ir.UnOp, ir.Call))
-               for x in walk.subexprs(e)) and e.type is ir.ScalarType.INT
-
-
 def choose_sizes(kernel: ir.Kernel, k: int = 5) -> list[Sizes]:
     """Up to k launches that satisfy `where`: the cheapest, for each size the launch where
     it is largest (the longest loops over it), the most blocks, and a ragged one (sizes not
@@ -228,7 +170,7 @@ def choose_sizes(kernel: ir.Kernel, k: int = 5) -> list[Sizes]:
     names = kernel.sizes
     found: list[tuple[int, int, Sizes]] = []
     everything: list[tuple[int, int, Sizes]] = []
-    for sizes in candidate_sizes(kernel):
+    for sizes in size_combos.combos(kernel, CANDIDATE_VALUES):
         c = _cost(kernel, sizes)
         if c is not None:
             everything.append((c[0], c[1], sizes))
@@ -258,7 +200,7 @@ def more_sizes(kernel: ir.Kernel, seen: list[Sizes], k: int = 6) -> list[Sizes]:
     sizes), every size distinct and ragged, then the cheapest ones not tried."""
     names = kernel.sizes
     found = []
-    for sizes in candidate_sizes(kernel):
+    for sizes in size_combos.combos(kernel, CANDIDATE_VALUES):
         c = _cost(kernel, sizes)
         if c is not None and c[0] <= MAX_ELEMENTS and c[1] <= MAX_THREADS and sizes not in seen:
             found.append((c[0], sizes))
