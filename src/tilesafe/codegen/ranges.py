@@ -153,8 +153,8 @@ class SizeBounds:
     def of(self, e: ir.Expr) -> Interval:
         """The range of a quasi-affine expression over sizes."""
         if e not in self._memo:
-            pa = affine.term(e, self.env).intersect_params(self.allowed)
-            self._memo[e] = Interval(_val(pa.min_val(), S64[0]), _val(pa.max_val(), S64[1]))
+            lo, hi = affine.bounds(affine.term(e, self.env).intersect_params(self.allowed))
+            self._memo[e] = Interval(_val(lo, S64[0]), _val(hi, S64[1]))
         return self._memo[e]
 
     def is_empty(self) -> bool:

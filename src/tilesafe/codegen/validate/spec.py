@@ -152,7 +152,8 @@ class Spec:
 
         if self._allowed.is_empty():
             return (1, 1)
-        return clip(pa.min_val(), -(2**63)), clip(pa.max_val(), 2**63 - 1)
+        lo, hi = affine.bounds(pa)
+        return clip(lo, -(2**63)), clip(hi, 2**63 - 1)
 
     def _grid_max(self, g: ir.Expr) -> int:
         return self._range_of(affine.term(g, self._env))[1]

@@ -77,6 +77,15 @@ def val(ctx: isl.Context, value: int) -> isl.Val:
     return isl.Val.read_from_str(ctx, str(value))
 
 
+def bounds(pa: isl.PwAff) -> tuple[isl.Val, isl.Val]:
+    """(min, max) of an integer term over its domain. Under an equation among the sizes
+    (`TK == 2 * T`) ISL may write an integer term with a rational coefficient (TK/2) and
+    then refuses min_val/max_val; the term is integral where it is defined, so its floor is
+    the same function and has them."""
+    pa = pa.floor()
+    return pa.min_val(), pa.max_val()
+
+
 def constant(env: AffineEnv, value: int) -> isl.PwAff:
     aff = isl.Aff.zero_on_domain(env.local_space()).set_constant_val(val(env.ctx, value))
     return isl.PwAff.from_aff(aff)

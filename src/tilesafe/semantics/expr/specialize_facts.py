@@ -21,6 +21,7 @@ from tilesafe.semantics.access.access import instance_dims, where_sets
 from tilesafe.semantics.expr.affine import (
     AffineEnv,
     NotAffine,
+    bounds,
     condition,
     constant,
     make_space,
@@ -68,7 +69,7 @@ class SizeFacts:
             pa = term(e, env).intersect_params(self.params)
         except NotAffine:
             return None
-        lo, hi = pa.min_val(), pa.max_val()
+        lo, hi = bounds(pa)
         if not (lo.is_int() and hi.is_int()) or lo.to_python() != hi.to_python():
             return None
         return int(lo.to_python())
