@@ -373,6 +373,8 @@ def _all(c: Mapping[str, Any], sizes: Mapping[str, int], arrays: Mapping[str, An
          xp: _Numpy, max_points: int) -> Violation | None:
     names = list(c["vars"])
     box = _box(c, c["cond"], names, sizes, arrays)
+    if not names:  # a clause of constants (`be[0] == 0`): one point
+        names, box = ["$"], [range(0, 1)]
     total = math.prod(len(r) for r in box)
     if total > max_points:
         raise TooLarge(c, f"its variables range over {total} points (at most {max_points})")
@@ -400,7 +402,7 @@ def _all(c: Mapping[str, Any], sizes: Mapping[str, int], arrays: Mapping[str, An
         hit = xp.first(xp.broadcast(bad, full))
         if hit is not None:
             at = {v: (start if k == 0 else box[k].start) + hit[k]
-                  for k, v in enumerate(names)}
+                  for k, v in enumerate(names) if v != "$"}
             reads, detail = _explain(c, c["cond"], sizes, arrays, at)
             return Violation(c["text"], c["line"], at, reads, detail)
     return None
