@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,25 +35,57 @@ import z3
 from tilesafe.frontend import ir
 from tilesafe.semantics.access import requires_eval, requires_form
 
-MAX_ELEMENTS = 4096  # index-tensor elements, all tensors together
+MAX_ELEMENTS = 2048  # index-tensor elements, all tensors together
 MAX_POINTS = 40_000  # points of the universal clauses, all together
-MAX_LITERALS = 2_000_000  # of the counting constraints of injective/permutation clauses
+MAX_LITERALS = 60_000  # of the counting constraints and the reads through reads
 MAX_DISTINCT = 2000  # positions of an injective clause without a value range
 TIMEOUT_MS = 4000  # per solver query
 TRIAL_MS = 1000  # per query trying random targets (a timeout only drops the targets)
+DRAW_SECONDS = 8  # for trying random targets, per draw
 _RANGES = {ir.DType.I32: (-(2**31), 2**31 - 1), ir.DType.U8: (0, 255)}
 
 
 class NoSolution(Exception):
     """No contents satisfying the clauses were found within the bounds (the reason says
-    which: unsatisfiable, too large, or the solver's time ran out)."""
+    which: unsatisfiable, too large, or the solver's time ran out). `unsat`: the clauses
+    (with the fixed elements) have no solution at these sizes -- decided, not given up."""
+
+    def __init__(self, reason: str, unsat: bool = False) -> None:
+        super().__init__(reason)
+        self.unsat = unsat
 
 
 def draw(kernel: ir.Kernel, sizes: Mapping[str, int], shapes: Mapping[str, tuple[int, ...]],
          rng: np.random.Generator,
          fixed: Mapping[str, Mapping[tuple[int, ...], int]] | None = None
          ) -> dict[str, np.ndarray]:
-    """Contents for every tensor the clauses read (name -> array of the tensor's dtype)."""
+    """Contents for every tensor the clauses read (name -> array of the tensor's dtype).
+    Takes one number from `rng` (its own generator's seed), whatever it finds; the same
+    kernel, sizes, seed and fixed elements give the same contents (memoised: the refuting
+    search asks again for every input profile)."""
+    seed = int(rng.integers(0, 2**62))
+    key = (id(kernel), tuple(sorted(sizes.items())), seed, repr(sorted(
+        (n, sorted(e.items())) for n, e in (fixed or {}).items())))
+    hit = _MEMO.get(key)
+    if hit is None or hit[0] is not kernel:
+        if len(_MEMO) > 64:
+            _MEMO.clear()
+        try:
+            hit = (kernel, _draw(kernel, sizes, shapes, np.random.default_rng(seed), fixed))
+        except NoSolution as err:
+            hit = (kernel, err)
+        _MEMO[key] = hit
+    if isinstance(hit[1], NoSolution):
+        raise hit[1]
+    return {n: a.copy() for n, a in hit[1].items()}
+
+
+_MEMO: dict[tuple, tuple[ir.Kernel, Any]] = {}
+
+
+def _draw(kernel: ir.Kernel, sizes: Mapping[str, int], shapes: Mapping[str, tuple[int, ...]],
+          rng: np.random.Generator,
+          fixed: Mapping[str, Mapping[tuple[int, ...], int]] | None) -> dict[str, np.ndarray]:
     clauses = requires_form.encode(kernel)
     names = requires_form.tensors(clauses)
     if not names:
@@ -69,13 +102,16 @@ def draw(kernel: ir.Kernel, sizes: Mapping[str, int], shapes: Mapping[str, tuple
             enc.solver.add(enc.element(name, tuple(idx)) == int(value))
     model = enc.solve([])
     if model is None:
-        raise NoSolution(enc.why_not())
+        raise NoSolution(enc.why_not(), unsat=enc.decided_unsat)
+    deadline = time.monotonic() + DRAW_SECONDS
     for name in names:  # random targets, one tensor at a time, kept when satisfiable
         lo, hi = enc.value_range(name, clauses, model)
         targets = rng.integers(lo, hi + 1, size=enc.shapes[name])
         keep = fixed.get(name, {}) if fixed else {}
         free = [(idx, int(t)) for idx, t in np.ndenumerate(targets) if idx not in keep]
         for share in (1.0, 0.5, 0.25):
+            if time.monotonic() > deadline:
+                break
             chosen = [x for x in free if share == 1.0 or rng.random() < share]
             pins = [enc.element(name, idx) == t for idx, t in chosen]
             trial = enc.solve(pins, TRIAL_MS)
@@ -107,6 +143,7 @@ class _Encoding:
         self.arrays: dict[str, z3.ArrayRef] = {}
         self.points = 0
         self.literals = 0
+        self.decided_unsat = False
         self.unsat_reason = ""
         for n in names:
             lo, hi = _RANGES.get(kernel.tensor(n).dtype, _RANGES[ir.DType.I32])
@@ -146,7 +183,8 @@ class _Encoding:
                         pool.add(int(leaf[1]))
                     elif leaf[0] == "size":
                         pool |= {self.sizes[leaf[1]], self.sizes[leaf[1]] - 1}
-        return max(min(pool), -(1 << 16)), min(max(pool), 1 << 16)
+        lo, hi = (max(-(1 << 16), min(v, 1 << 16)) for v in (min(pool), max(pool)))
+        return lo, hi
 
     def values(self, model: z3.ModelRef, name: str) -> np.ndarray:
         out = [model.eval(v, model_completion=True).as_long() for v in self.vars[name]]
@@ -214,6 +252,10 @@ class _Encoding:
         # a read at an unknown index: a fresh value equal to the element the index names
         # (case by case -- plain integer arithmetic, which the solver handles far better
         # than an array read at these sizes)
+        self.literals += len(self.vars[name])
+        if self.literals > MAX_LITERALS:
+            raise NoSolution("the clauses' reads through reads are too many to search at "
+                             "these sizes: give smaller sizes")
         v = z3.Int(f"read_{name}_{next(self.fresh)}")
         key = z3.Int(f"at_{name}_{next(self.fresh)}")
         self.solver.add(key == flat)
@@ -310,21 +352,26 @@ class _Encoding:
 
     def solve(self, assumptions: list[Any], timeout_ms: int = TIMEOUT_MS
               ) -> z3.ModelRef | None:
-        self.solver.push()
+        """A model with `assumptions` too (each behind a fresh literal assumed for this
+        query only: cheaper than push/pop over a large problem), or None."""
+        lits = []
+        for a in assumptions:
+            lit = z3.Bool(f"try_{next(self.fresh)}")
+            self.solver.add(z3.Implies(lit, a))
+            lits.append(lit)
         self.solver.set("timeout", timeout_ms)
         try:
-            for a in assumptions:
-                self.solver.add(a)
-            result = self.solver.check()
-            if result == z3.sat:
-                return self.solver.model()
-            if result == z3.unknown:
-                self.unsat_reason = self.unsat_reason or (
-                    f"the solver gave up ({self.solver.reason_unknown()})")
-            return None
+            result = self.solver.check(*lits)
         finally:
-            self.solver.pop()
             self.solver.set("timeout", TIMEOUT_MS)
+        if result == z3.sat:
+            return self.solver.model()
+        if result == z3.unsat and not assumptions:
+            self.decided_unsat = True
+        if result == z3.unknown and not assumptions:
+            self.unsat_reason = self.unsat_reason or (
+                f"the solver gave up ({self.solver.reason_unknown()})")
+        return None
 
     def why_not(self) -> str:
         return self.unsat_reason or "the clauses have no solution at these sizes"

@@ -7,12 +7,11 @@ almost no such product satisfying `where` -- the equations hold by accident only
 product grows as candidates^sizes (23^7 assignments took minutes to walk). Solving each
 equation `S == term` for S (a size not in the term, the term over sizes and constants)
 leaves a product over the free sizes only, and every assignment it gives satisfies the
-equations.
+equations; the other conjuncts of `where` prune the product as soon as their sizes are set.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator, Sequence
 
 from tilesafe.frontend import ir, walk
@@ -43,19 +42,49 @@ def derived_sizes(kernel: ir.Kernel) -> dict[str, ir.Expr]:
 
 
 def combos(kernel: ir.Kernel, candidates: Sequence[int]) -> Iterator[dict[str, int]]:
-    """Every combination of `candidates` for the free sizes, in itertools.product order,
-    the derived sizes computed (assignments whose derived terms have no value are skipped;
-    `where` is still the caller's to check)."""
+    """Every combination of `candidates` for the free sizes that satisfies `where`, in
+    itertools.product order, the derived sizes computed. A `where` conjunct is tested as
+    soon as its sizes have values, so a branch of the product it refutes is never walked
+    (a kernel with four free sizes has 23^4 candidates, most of them cut at the first or
+    second size)."""
     derived = derived_sizes(kernel)
     free = [n for n in kernel.sizes if n not in derived]
-    for values in itertools.product(candidates, repeat=len(free)):
-        sizes = dict(zip(free, values, strict=True))
+    checks: list[list[ir.Expr]] = [[] for _ in range(len(free) + 1)]
+    known: set[str] = set()
+    ready: list[list[str]] = [[] for _ in range(len(free) + 1)]
+    levels: dict[str, int] = {}
+    for level in range(len(free) + 1):
+        if level:
+            known.add(free[level - 1])
+        for n, e in derived.items():  # derived sizes computable at this level
+            if n not in levels and _size_names(e) <= known:
+                levels[n] = level
+                ready[level].append(n)
+                known.add(n)
+    for w in _conjuncts(kernel.where):
+        names = _size_names(w)
+        level = max((levels.get(n, free.index(n) + 1 if n in free else len(free))
+                     for n in names), default=0)
+        checks[level].append(w)
+
+    def holds(level: int, sizes: dict[str, int]) -> bool:
         try:
-            for n, e in derived.items():
-                sizes[n] = evaluate.eval_sizes(e, sizes)
+            for n in ready[level]:
+                sizes[n] = evaluate.eval_sizes(derived[n], sizes)
+            return all(bool(evaluate.eval_sizes(w, sizes)) for w in checks[level])
         except (evaluate.EvalError, evaluate.NoValue, KeyError, ZeroDivisionError):
-            continue
-        yield {n: sizes[n] for n in kernel.sizes}
+            return False
+
+    def walk(level: int, sizes: dict[str, int]) -> Iterator[dict[str, int]]:
+        if not holds(level, sizes):
+            return
+        if level == len(free):
+            yield {n: sizes[n] for n in kernel.sizes}
+            return
+        for v in candidates:
+            yield from walk(level + 1, {**sizes, free[level]: v})
+
+    yield from walk(0, {})
 
 
 def _conjuncts(exprs: Sequence[ir.Expr]) -> list[ir.Expr]:
