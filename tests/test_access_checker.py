@@ -49,10 +49,13 @@ Pairs = dict[Key, set[tuple[tuple[int, ...], tuple[int, ...]]]]
 
 class _Run:
     """Walk the body for one (block, thread); loads return 0 (values never steer control
-    flow in the kernels tested here)."""
+    flow in the kernels tested here) -- except reads of the index tensors in `data` (a
+    kernel with gathers: they index and guard), which return the element (0 outside)."""
 
-    def __init__(self, kernel: ir.Kernel, sizes: dict[str, int], pairs: Pairs):
+    def __init__(self, kernel: ir.Kernel, sizes: dict[str, int], pairs: Pairs,
+                 data: dict | None = None):
         self.k, self.sizes, self.pairs = kernel, sizes, pairs
+        self.data = data or {}
 
     def ev(self, e: ir.Expr, env: dict) -> object:
         if isinstance(e, (ir.IntConst, ir.FloatConst)):
@@ -87,6 +90,9 @@ class _Run:
         if isinstance(e, ir.Load):
             idx = tuple(self.ev(i, env) for i in e.indices)
             self.record(e, e.tensor, env, [idx])
+            arr = self.data.get(e.tensor)
+            if arr is not None and all(0 <= i < n for i, n in zip(idx, arr.shape, strict=True)):
+                return int(arr[idx])
             return 0
         if isinstance(e, ir.FragLoad):  # a register: no tensor or buffer element
             self.ev(e.reg, env)
@@ -152,11 +158,12 @@ class _Run:
             self.record(s, sl.buffer, env, [prefix + x for x in self.box((0,) * len(tile), tile)])
 
 
-def brute_force(kernel: ir.Kernel, sizes: dict[str, int], stride: int = 1) -> Pairs:
+def brute_force(kernel: ir.Kernel, sizes: dict[str, int], stride: int = 1,
+                data: dict | None = None) -> Pairs:
     """(instance, element) pairs of every access; only threads that are multiples of
-    `stride` run (to keep large corpus kernels cheap)."""
+    `stride` run (to keep large corpus kernels cheap); `data`: index tensors' contents."""
     pairs: Pairs = {}
-    run = _Run(kernel, sizes, pairs)
+    run = _Run(kernel, sizes, pairs, data)
     grid = [run.ev(g, {}) for g in kernel.grid]
     for block in itertools.product(*(range(g) for g in grid)):
         for t in range(0, kernel.block, stride):
@@ -292,14 +299,36 @@ def check_against_enumeration(kernel: ir.Kernel, size_list) -> list:
     return obligations
 
 
+def gathered_data(kernel: ir.Kernel, cex: dict, seed: int = 0) -> dict | None:
+    """For a kernel with `requires` clauses: index tensors that hold the values a
+    counterexample's instances read (`gathered`) and satisfy every clause, drawn by
+    semantics/access/requires_synth.py -- data with those values exists, so the
+    refutation is one of a launch the clauses allow. None for a kernel without clauses."""
+    if not kernel.requires:
+        return None
+    import numpy as np
+
+    from tilesafe.semantics.interpreter.interp_io import satisfying_index_tensors, tensor_shapes
+
+    fixed: dict[str, dict[tuple[int, ...], int]] = {}
+    for inst in [cex] + [cex[w] for w in ("writer1", "writer2") if w in cex]:
+        for elem, value in inst.get("gathered", {}).items():
+            name, idx = elem[:-1].split("[")
+            fixed.setdefault(name, {})[tuple(int(i) for i in idx.split(", "))] = value
+    sizes = cex["sizes"]
+    return satisfying_index_tensors(kernel, sizes, tensor_shapes(kernel, sizes),
+                                    np.random.default_rng(seed), fixed)
+
+
 def replay_counterexample(kernel: ir.Kernel, o) -> None:
-    """A refutation's counterexample is a real violation when run concretely."""
+    """A refutation's counterexample is a real violation when run concretely (through index
+    tensors: on data the clauses allow that holds the values it names)."""
     cex = o.counterexample
     sizes = cex["sizes"]
     assert allowed(kernel, sizes)
     if max(sizes.values(), default=0) > 300:
         return  # too large to enumerate cheaply; the ISL point itself satisfied the query
-    pairs = brute_force(kernel, sizes)
+    pairs = brute_force(kernel, sizes, data=gathered_data(kernel, cex))
     nodes = {a.name: a for a in collect(kernel, isl.Context())}
     if o.code in (checker.GLOBAL_OOB, checker.SHARED_OOB):
         a = nodes[cex["statement"].split()[0]]
@@ -615,6 +644,7 @@ def test_interpreter_confirms_counterexample(path: Path) -> None:
         assert err.value.code == ("TS200" if o.code == checker.EMPTY_GRID else o.code)
         return
     inputs = _interp_inputs(kernel, sizes)
+    inputs.update(gathered_data(kernel, o.counterexample) or {})
     if o.code in (checker.GLOBAL_OOB, checker.SHARED_OOB):
         with pytest.raises(InterpError) as err:
             interp.run_kernel(kernel, sizes, inputs)

@@ -62,6 +62,7 @@ from tilesafe.semantics.access.access import (
     where_params,
 )
 from tilesafe.semantics.access.branch_cover import written_by_branch_pairs
+from tilesafe.semantics.access.gather_witness import Witness, witness
 from tilesafe.semantics.expr.affine import CondSets, NotAffine, constant, eval_sizes, term
 
 CHECKER = "access"
@@ -335,8 +336,14 @@ def _in_bounds(kernel: ir.Kernel, ctx: isl.Context, a: AccessRelation) -> _Resul
         return _Result(Verdict.UNKNOWN, "an out-of-bounds index is possible only if the "
                        f"unmodelled guard allows it: {'; '.join(a.dropped)}", INEXACT,
                        evidence=evidence)
-    params, coords = _sample(kernel, under.wrap())
     n = len(a.dims)
+    found = _realised(kernel, under.wrap(), bool(a.gathers),
+                      lambda params, coords: [_instance(kernel, a, params, coords[:n])])
+    if isinstance(found, str):
+        return _Result(Verdict.UNKNOWN, f"an out-of-bounds {a.kind.value} of {a.tensor} is "
+                       f"possible under the clauses instantiated on its reads, but {found}",
+                       INEXACT, evidence=evidence)
+    params, coords = found
     cex = _instance(kernel, a, params, coords[:n])
     index = coords[n:]
     shape = _shape(kernel, a, params)
@@ -404,8 +411,7 @@ def _conflicts(kernel: ir.Kernel, a: AccessRelation, b: AccessRelation,
     assert wa is not None and wb is not None
     pairs = wa.apply_range(wb.reverse())
     if a.gathers or b.gathers:  # scatters: the values read by the two instances
-        pairs = pairs.intersect(gather.pair_facts(kernel, a.gathers, b.gathers,
-                                                  pairs.get_space()))
+        pairs = gather.pair_facts(kernel, a.gathers, b.gathers, pairs.get_space(), pairs)
     if a.index == b.index:
         pairs = pairs.subtract(isl.Map.identity(pairs.get_space()))
     for ba in a.branches:
@@ -461,8 +467,18 @@ def _twice(kernel: ir.Kernel, a: AccessRelation, b: AccessRelation, pairs: isl.M
     assert a.relation_under is not None and b.relation_under is not None
     both = a.relation_under.reverse().range_product(b.relation_under.reverse())
     both = both.intersect_range(pairs.wrap())  # element -> [a-instance -> b-instance]
-    params, coords = _sample(kernel, both.wrap())
     rank = len(kernel.tensor(a.tensor).shape)
+
+    def writers(params: Mapping[str, int], coords: list[int]) -> list[dict[str, object]]:
+        return [_instance(kernel, a, params, coords[rank:rank + len(a.dims)]),
+                _instance(kernel, b, params, coords[rank + len(a.dims):])]
+
+    found = _realised(kernel, both.wrap(), bool(a.gathers or b.gathers), writers)
+    if isinstance(found, str):
+        return _Result(Verdict.UNKNOWN, f"two writes of one element of {a.tensor} are "
+                       f"possible under the clauses instantiated on their reads, but {found}",
+                       INEXACT, evidence=evidence)
+    params, coords = found
     element = coords[:rank]
     first = _instance(kernel, a, params, coords[rank:rank + len(a.dims)])
     second = _instance(kernel, b, params, coords[rank + len(a.dims):])
@@ -541,10 +557,19 @@ def _at_least_once(kernel: ir.Kernel, ctx: isl.Context, t: ir.GlobalTensor,
 # ---- counterexample formatting ------------------------------------------------------------
 
 
-def _sample(kernel: ir.Kernel, violations: isl.Set) -> tuple[dict[str, int], list[int]]:
+def _sample(kernel: ir.Kernel, violations: isl.Set, tighten: bool = False
+            ) -> tuple[dict[str, int], list[int]]:
     """(sizes, coordinates) of a point of a non-empty set, preferring sizes whose grid
     launches (an empty or oversized grid is a launch error of its own, and a counterexample
-    that can be run is more useful)."""
+    that can be run is more useful). With `tighten` (an access through index tensors),
+    each size is also made as small as it can be on its own: the counterexample's data must
+    be drawn (semantics/access/requires_synth.py), which small index tensors make cheap."""
+    points = _launchable_points(kernel, violations)
+    return _smallest(_tightened(points) if tighten else points)
+
+
+def _launchable_points(kernel: ir.Kernel, violations: isl.Set) -> isl.Set:
+    """The points of `violations` at sizes whose grid launches (all of them if none)."""
     env = params_env(kernel, violations.get_ctx())
     launchable = env.universe()
     for g, limit in zip(kernel.grid, GRID_LIMITS, strict=False):
@@ -555,7 +580,7 @@ def _sample(kernel: ir.Kernel, violations: isl.Set) -> tuple[dict[str, int], lis
         launchable = launchable.intersect(value.ge_set(constant(env, 1)))
         launchable = launchable.intersect(value.le_set(constant(env, limit)))
     preferred = violations.intersect_params(launchable.params())
-    return _smallest(violations if preferred.is_empty() else preferred)
+    return violations if preferred.is_empty() else preferred
 
 
 # Bounds tried, smallest first, on every size when looking for a small counterexample.
@@ -581,6 +606,81 @@ def _smallest(points: isl.Set) -> tuple[dict[str, int], list[int]]:
             if not small.is_empty():
                 return point_values(small.sample_point())
     return point_values(points.sample_point())
+
+
+WITNESS_TRIES = 8  # sizes grown, one at a time, past an impossible gathered refutation
+
+
+def _realised(kernel: ir.Kernel, points: isl.Set, gathered: bool,
+              instances: Callable[[Mapping[str, int], list[int]], list[dict[str, object]]]
+              ) -> tuple[dict[str, int], list[int]] | str:
+    """A point of `points` whose gathered values some data the clauses allow holds
+    (semantics/access/gather_witness.py). The first point tried has every size as small as
+    it can be; when the data it needs cannot exist (an expert id -1 in a routing with no
+    room for an empty block), each size in turn is made larger than there (the others kept
+    within twice their least values). Returns the point, or why none was found."""
+    if not gathered:
+        return _sample(kernel, points)
+    preferred = _launchable_points(kernel, points)
+    least = _least_sizes(preferred)
+    ctx = preferred.get_ctx()
+    nparam = preferred.dim(isl.dim_type.param)
+    boxes = [_bounded(preferred, least, 1)]
+    grown = False
+    why = ""
+    while boxes:
+        box = boxes.pop(0)
+        if box.is_empty():
+            continue
+        params, coords = _smallest(box)
+        found, why = witness(kernel, params, [i.get("gathered", {})
+                                              for i in instances(params, coords)])
+        if found is not Witness.IMPOSSIBLE:
+            return params, coords  # drawn, or undecided: the point satisfies every fact
+        if grown:
+            continue
+        grown = True
+        wider = _bounded(preferred, least, 2)
+        for i in range(min(nparam, WITNESS_TRIES)):
+            name = preferred.get_space().get_dim_name(isl.dim_type.param, i)
+            boxes.append(wider.lower_bound_val(isl.dim_type.param, i,
+                                               isl.Val.int_from_si(ctx, params[name] + 1)))
+    return (f"no data satisfying every requires clause holds the values read at the "
+            f"points tried ({why})")
+
+
+def _bounded(points: isl.Set, least: list[int], grow: int) -> isl.Set:
+    for i, bound in enumerate(least):
+        points = points.upper_bound_val(isl.dim_type.param, i,
+                                        isl.Val.int_from_si(points.get_ctx(), bound * grow))
+    return points
+
+
+def _least_sizes(points: isl.Set) -> list[int]:
+    """Per size, the least bound of _SMALL_SIZES under which `points` stays non-empty, each
+    size bounded in turn with the earlier ones kept (_tightened)."""
+    out = []
+    for i in range(points.dim(isl.dim_type.param)):
+        for bound in _SMALL_SIZES:
+            small = points.upper_bound_val(isl.dim_type.param, i,
+                                           isl.Val.int_from_si(points.get_ctx(), bound))
+            if not small.is_empty():
+                points = small
+                out.append(bound)
+                break
+        else:
+            out.append(_SMALL_SIZES[-1])
+    return out
+
+
+def _tightened(points: isl.Set) -> isl.Set:
+    """`points` with each size in turn bounded by the least of _SMALL_SIZES that keeps the
+    set non-empty."""
+    least = _least_sizes(points)
+    for i, bound in enumerate(least):
+        points = points.upper_bound_val(isl.dim_type.param, i,
+                                        isl.Val.int_from_si(points.get_ctx(), bound))
+    return points
 
 
 def _instance(kernel: ir.Kernel, a: AccessRelation, params: Mapping[str, int],

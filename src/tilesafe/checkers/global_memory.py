@@ -277,6 +277,13 @@ def _used(kernel: ir.Kernel, t: ir.GlobalTensor) -> Obligation:
     if t.name in read:
         return Obligation(CHECKER, name, Verdict.PROVED, "syntax", t.span,
                           message=f"the body reads {t.name}", severity=Severity.WARNING)
+    clauses = [r for r in kernel.requires if t.name in _requires_tensors(r)]
+    if clauses:  # the launch reads it: the clauses tie it to what the body reads
+        return Obligation(CHECKER, name, Verdict.PROVED, "syntax", t.span,
+                          message=f"the body does not read {t.name}, but its `requires` "
+                          f"clause(s) at line(s) {', '.join(str(r.span.line) for r in clauses)}"
+                          " constrain it, and every launch checks them on the data",
+                          severity=Severity.WARNING)
     spec = any(c.tensor != t.name and t.name in _spec_tensors(c) for c in kernel.ensures)
     note = " (only the 'ensures' clause names it)" if spec else ""
     return Obligation(
@@ -284,6 +291,11 @@ def _used(kernel: ir.Kernel, t: ir.GlobalTensor) -> Obligation:
         f"parameter '{t.name}' is never read by the kernel{note}: the result cannot depend "
         "on it; remove it, or use it where it was meant to be used",
         severity=Severity.WARNING)
+
+
+def _requires_tensors(r: ir.Requires) -> set[str]:
+    exprs = [e for e in (r.cond, r.value) if e is not None]
+    return {x.tensor for e in exprs for x in walk.subexprs(e) if isinstance(x, ir.Load)}
 
 
 def _spec_tensors(c: ir.Ensures) -> set[str]:

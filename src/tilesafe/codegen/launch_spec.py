@@ -30,6 +30,9 @@ class LaunchSpec:
     # CTAs per cluster: the launch is cuLaunchKernelEx with the cluster-dimension
     # attribute (None: an ordinary launch)
     cluster: tuple[int, int, int] | None = None
+    # the kernel's `requires` clauses as plain data (semantics/access/requires_form.py):
+    # the launcher checks the index tensors against them before the launch
+    requires: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -39,4 +42,8 @@ class LaunchSpec:
         cluster = data.get("cluster")
         return LaunchSpec(data["kernel"], data["ptx"], tuple(data["grid"]), data["block"],
                           data["smem_bytes"], tuple(data["params"]), tuple(data["written"]),
-                          tuple(cluster) if cluster else None)
+                          tuple(cluster) if cluster else None,
+                          tuple(data.get("requires", ())))
+
+    def sizes(self) -> dict[str, int]:
+        return {p["name"]: int(p["value"]) for p in self.params if p["kind"] == "size"}

@@ -78,6 +78,8 @@ def bind(kernel: ir.Kernel, compiled: CompiledKernel, sizes: Mapping[str, int]) 
                                                                strict=True)):
         raise ContractError(f"grid {list(full)} is not made of clusters of "
                             f"{list(kernel.cluster)} CTAs")
+    from tilesafe.semantics.access.requires_form import encode
+
     return LaunchSpec(compiled.name, compiled.ptx, full, compiled.block,  # type: ignore[arg-type]
                       compiled.smem_bytes, tuple(params), tuple(sorted(tensor_usage(kernel)[1])),
-                      kernel.cluster)
+                      kernel.cluster, encode(kernel))

@@ -41,7 +41,7 @@ class GpuRun:
     "error" (could not be built or launched). `tensors`: every tensor after the run (empty
     unless ok). `ms`: median kernel time over the timed repetitions (None if not timed)."""
 
-    status: str
+    status: str  # "ok", "hang", "trap", "error", or "refused" (a `requires` clause fails)
     error: str = ""
     tensors: dict[str, np.ndarray] = field(default_factory=dict)
     ms: float | None = None
@@ -58,7 +58,11 @@ def run(spec: LaunchSpec, arrays: Mapping[str, np.ndarray], *, repeat: int = 0,
         warmup: int = 3, device: drv.Device | None = None) -> GpuRun:
     """Launch once (plus `warmup` + `repeat` timed launches when repeat > 0) in this process.
     `arrays` holds every tensor (outputs too: their initial contents) in tilesafe's numpy
-    dtypes (bf16 as uint16)."""
+    dtypes (bf16 as uint16). Status "refused" (nothing launched) when the index tensors
+    violate the kernel's `requires` clauses."""
+    refused = refusal(spec, arrays)
+    if refused is not None:
+        return GpuRun("refused", refused)
     own = device is None
     try:
         dev = device or drv.Device()
@@ -157,6 +161,21 @@ def _time(dev: drv.Device, fn: Any, spec: LaunchSpec, args: list[Any], types: li
 
 
 # ---- in a child process ---------------------------------------------------------------------
+
+
+def refusal(spec: LaunchSpec, arrays: Mapping[str, np.ndarray]) -> str | None:
+    """Why the launch must not run (TS205: the index tensors violate one of the kernel's
+    `requires` clauses, or one is too large to check), or None. Checked before anything
+    touches the GPU, here where only numpy is (semantics/access/requires_eval.py)."""
+    if not spec.requires:
+        return None
+    from tilesafe.semantics.access import requires_eval
+
+    try:
+        v = requires_eval.first_violation(spec.requires, spec.sizes(), arrays)
+    except requires_eval.TooLarge as err:
+        return f"TS205 {err}"
+    return None if v is None else f"TS205 {v.message()}"
 
 
 def run_isolated(spec: LaunchSpec, arrays: Mapping[str, np.ndarray], *,

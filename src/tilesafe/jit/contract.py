@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from tilesafe.frontend import ir
 from tilesafe.frontend.diagnostics import Diagnostic, DiagnosticError
 from tilesafe.frontend.ir_text import expr_text
@@ -30,6 +32,7 @@ DEVICE = "TS907"
 ALIAS = "TS908"
 GATE = "TS909"
 LAUNCH = "TS910"
+REQUIRES = "TS911"
 
 TMA_ALIGN = 16  # bytes: cuTensorMapEncodeTiled's base address and stride rule (TS505/TS506)
 
@@ -125,6 +128,29 @@ def bind(kernel: ir.Kernel, given: Mapping[str, Any], size_args: Mapping[str, in
         raise JitError(diags)
     allocate = tuple(t.name for t in kernel.params if t.name not in given)
     return Binding(dict(sizes), shapes, grid, dict(given), infos, allocate)
+
+
+def check_requires(kernel: ir.Kernel, binding: Binding) -> None:
+    """The index tensors against the kernel's `requires` clauses, where they are (torch CUDA
+    tensors on their GPU, one synchronisation), before the launch: JitError TS911 naming
+    the clause, the element and its value (semantics/access/requires_eval.py). A proof of a
+    kernel with gathers covers only the data its clauses allow, and the data arrives now."""
+    if not kernel.requires:
+        return
+    from tilesafe.semantics.access import requires_eval, requires_form
+
+    arrays = {}
+    for name, value in binding.given.items():
+        info = binding.infos[name]
+        arrays[name] = value if info.library == "torch" else np.asarray(value)
+    try:
+        v = requires_eval.first_violation(requires_form.encode(kernel), binding.sizes, arrays)
+    except requires_eval.TooLarge as err:
+        raise JitError([Diagnostic(REQUIRES, str(err), kernel.requires[err.index].span,
+                                   hint="launch it with smaller index tensors")]) from None
+    if v is not None:
+        raise JitError([Diagnostic(REQUIRES, f"refusing the launch: {v.message()}",
+                                   kernel.requires[v.index].span)])
 
 
 # ---- one tensor ----------------------------------------------------------------------------

@@ -177,6 +177,7 @@ class JitKernel:
         given, size_args = contract.assign(self.kernel, args, kwargs)
         mode, index = self._mode(given)
         binding = contract.bind(self.kernel, given, size_args, zero_copy=mode == "direct")
+        contract.check_requires(self.kernel, binding)
         variant, b = self.select(binding.sizes)
         self.last_variant = variant
         like = next(iter(given.values()), None)

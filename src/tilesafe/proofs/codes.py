@@ -53,6 +53,11 @@ CODES: dict[str, str] = {
     "TS202": "a shared-buffer index (or TMA slice) outside the buffer",
     "TS203": "integer division by zero at run time (only with `var` operands)",
     "TS204": "a fragment register index outside 0 .. N/2 - 1 (`acc[r]`, interpreter)",
+    "TS205": "a launch's index tensors violate a `requires` clause (the interpreter, `tilesafe "
+             "run`, the GPU case runner: the clause, the element and its value), or a clause "
+             "too large to check",
+    "TS206": "`tilesafe run`: no index-tensor contents satisfying the `requires` clauses were "
+             "found at these sizes (the bounded search ended: unsatisfiable, or too large)",
     "TS211": "an element of an `out`/`inout` tensor written twice",
     "TS212": "an element of an `out`/`inout` tensor never written, also when no statement ...",
     "TS213": "a grid dimension below 1 for some allowed size: nothing launches",
@@ -186,6 +191,9 @@ CODES: dict[str, str] = {
     "TS909": "jit: the verification gate refuses the kernel (an error obligation or the "
              "translation not proved); `unverified=True` runs it anyway, with a warning",
     "TS910": "jit: the launch itself failed (the GPU driver refused it or the kernel trapped)",
+    "TS911": "jit call: the index tensors violate a `requires` clause (checked on their device "
+             "before the launch: the clause, the element and its value), or a clause too large "
+             "to check",
 }
 
 

@@ -68,6 +68,7 @@ class Clause:
     cond: ir.Expr
     span: Span
     text: str
+    predicate: bool = False  # from injective/permutation/sorted (two points of one tensor)
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,7 @@ def _clauses(requires: tuple[ir.Requires, ...]) -> tuple[Clause, ...]:
             if r.vlo is not None and r.vhi is not None:
                 parts += [_b(s, "<", ep, r.vlo), _b(s, ">=", ep, r.vhi)]
             cond = _any(s, parts)
-        out.append(Clause((p, q), cond, s, text))
+        out.append(Clause((p, q), cond, s, text, predicate=True))
     return tuple(out)
 
 
@@ -185,9 +186,22 @@ def _index(d: GatherDim, env_space: isl.Space) -> list[isl.PwAff]:
 # ---- the facts ------------------------------------------------------------------------------
 
 
-def constraints(kernel: ir.Kernel, universe: isl.Set, dims: Sequence[GatherDim]) -> isl.Set:
+def constraints(kernel: ir.Kernel, universe: isl.Set, dims: Sequence[GatherDim],
+                predicates: bool = True) -> isl.Set:
     """The facts about `dims` (see the module doc) as a subset of `universe` (a set over
-    the space the dims live in)."""
+    the space the dims live in; the universe, or the set the caller will intersect them
+    with anyway).
+
+    Why a caller passes its own set rather than the universe: each clause instance is a
+    complement, a union of pieces, and intersecting many of them over the universe
+    multiplies the pieces (a pair of scatter instances under five clauses ran out of ISL's
+    budget); intersected into a set that already pins the instances, most pieces are empty
+    at once. Each fact is intersected and coalesced in turn.
+
+    `predicates=False` leaves out the instances of injective/permutation/sorted: a caller
+    that does not need them (the value proof: two positions of a scatter never write one
+    element, which the access checker proves) saves their pieces, which multiply with the
+    number of reads of the tensor (fewer facts: weaker assumptions, still sound)."""
     s = universe
     if not dims:
         return s
@@ -202,13 +216,15 @@ def constraints(kernel: ir.Kernel, universe: isl.Set, dims: Sequence[GatherDim])
             s = s & _consistent(space, a, b)
     count = 0
     for clause in clauses(kernel):
+        if clause.predicate and not predicates:
+            continue
         for inst in _instances(clause, dims):
             if count >= MAX_INSTANCES:
                 return s
             count += 1
             fact = _instantiate(kernel, space, clause, inst)
             if fact is not None:
-                s = s & fact
+                s = (s & fact).coalesce()
     return s.coalesce()
 
 
@@ -306,15 +322,17 @@ def describe(dims: Sequence[GatherDim], space: isl.Space, params: dict[str, int]
 
 
 def pair_facts(kernel: ir.Kernel, a: Sequence[GatherDim], b: Sequence[GatherDim],
-               space: isl.Space) -> isl.Map:
+               space: isl.Space, within: isl.Map | None = None) -> isl.Map:
     """The facts about the gathered values of two instances, as a map over `space`
     (a-instance -> b-instance): both instances' dims, consistent with each other (the
     same element of an index tensor read by two threads holds one value) and the
     clauses instantiated across them (an injective index gives two threads different
-    rows)."""
+    rows). With `within` (pairs over `space`), the facts restricted to it (constraints())."""
     wrapped = space.wrap()
-    flat = isl.Set.universe(wrapped).flatten().get_space()
+    base = isl.Set.universe(wrapped) if within is None else within.wrap()
+    flat_set = base.flatten()
+    flat = flat_set.get_space()
     na = space.dim(isl.dim_type.in_)
     dims = [shifted(d, flat, 0) for d in a] + [shifted(d, flat, na) for d in b]
-    facts = constraints(kernel, isl.Set.universe(flat), dims)
+    facts = constraints(kernel, flat_set, dims)
     return facts.reset_space(wrapped).unwrap()

@@ -302,8 +302,8 @@ class Orders:
             return None
         pairs = wrel.apply_range(rrel.reverse())  # writer instance -> reader instance
         if w.access.gathers or r.access.gathers:  # the values the two read, consistent
-            pairs = pairs.intersect(pair_facts(self.k, w.access.gathers, r.access.gathers,
-                                               pairs.get_space()))
+            pairs = pair_facts(self.k, w.access.gathers, r.access.gathers, pairs.get_space(),
+                               pairs)
         same = pairs
         for k in range(self.nblock):
             same = same.equate(IN, k, OUT, k)

@@ -218,7 +218,17 @@ def size_leaf(e: ir.Expr) -> Fn:
     raise NoValue(e)
 
 
+_SIZE_FNS: dict[int, tuple[ir.Expr, Fn]] = {}
+
+
 def eval_sizes(e: ir.Expr, sizes: Any) -> Any:
     """Value of an expression over size parameters at concrete sizes (KeyError for a size
-    that has no value, NoValue for anything that is not a size)."""
-    return compile_expr(e, size_leaf)(sizes)
+    that has no value, NoValue for anything that is not a size). The closure is compiled
+    once per expression object: searches over candidate sizes evaluate the same `where`,
+    grid and shape terms hundreds of thousands of times."""
+    hit = _SIZE_FNS.get(id(e))
+    if hit is None or hit[0] is not e:
+        if len(_SIZE_FNS) > 4096:
+            _SIZE_FNS.clear()
+        hit = _SIZE_FNS[id(e)] = (e, compile_expr(e, size_leaf))
+    return hit[1](sizes)

@@ -24,6 +24,7 @@ import numpy as np
 
 from tilesafe.frontend import ir
 from tilesafe.frontend.span import Span
+from tilesafe.semantics.expr import size_combos
 from tilesafe.semantics.hw import bank_model, banks
 from tilesafe.semantics.hw.bank_sites import (
     BLOCK,
@@ -415,11 +416,8 @@ def representative_sizes(kernel: ir.Kernel, count: int = 1,
     """Up to `count` size assignments satisfying `where` (with their grids). The default
     candidates go largest-first so that tiles are full and pipelined loops go round their
     rings."""
-    names = kernel.sizes
     found: list[tuple[dict[str, int], tuple[int, ...]]] = []
-    combos = itertools.product(candidates, repeat=len(names))
-    for values in itertools.islice(combos, MAX_SIZE_TRIES):
-        sizes = dict(zip(names, values, strict=True))
+    for sizes in itertools.islice(size_combos.combos(kernel, candidates), MAX_SIZE_TRIES):
         try:
             grid = check_where(kernel, sizes)
         except (InterpError, ZeroDivisionError, KeyError):

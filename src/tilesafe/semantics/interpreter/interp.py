@@ -75,6 +75,7 @@ from tilesafe.semantics.interpreter.interp_agents import Blocker, Copy, MmaOp, T
 from tilesafe.semantics.interpreter.interp_compile import Compiler, finishing
 from tilesafe.semantics.interpreter.interp_error import InterpError
 from tilesafe.semantics.interpreter.interp_io import (
+    check_requires,
     check_where,
     random_inputs,
     summarize_tensor,
@@ -186,6 +187,7 @@ def run_kernel(
         if a.shape != shapes[t.name] or a.dtype != want:
             raise ValueError(f"tensor '{t.name}' must be {np.dtype(want).name}"
                              f"{list(shapes[t.name])}, got {a.dtype.name}{list(a.shape)}")
+    check_requires(kernel, sizes, inputs)
 
     def fresh() -> dict[str, np.ndarray]:
         """Private copies of the inputs (the run updates them in place)."""

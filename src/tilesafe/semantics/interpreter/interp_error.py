@@ -11,6 +11,8 @@ Codes the interpreter raises:
   TS201  global out-of-bounds access          TS202  shared out-of-bounds access
   TS203  integer division by zero at run time (only possible with `var` operands)
   TS204  a fragment register index outside 0 .. N/2 - 1
+  TS205  the index tensors violate a `requires` clause (checked before anything runs)
+  TS206  (`tilesafe run`) no index-tensor contents satisfying the clauses could be drawn
   TS214  a grid dimension beyond the hardware's maximum (the driver refuses the launch)
   TS221  a grid dimension that is not a multiple of the cluster's (no launch of clusters)
   TS301  a TMA store or a wgmma read shared memory written by the generic proxy with no
@@ -51,6 +53,8 @@ GLOBAL_OOB = "TS201"
 SHARED_OOB = "TS202"
 DIV_ZERO = "TS203"
 FRAG_REG = "TS204"
+REQUIRES = "TS205"
+NO_ROUTING = "TS206"
 GRID_TOO_LARGE = "TS214"
 SMEM_CAPACITY = "TS103"
 PROXY_FENCE = "TS301"

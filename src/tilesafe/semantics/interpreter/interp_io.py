@@ -24,6 +24,8 @@ from tilesafe.semantics.expr import evaluate, fp
 from tilesafe.semantics.hw import tma_rules
 from tilesafe.semantics.interpreter.interp_error import (
     GRID_TOO_LARGE,
+    NO_ROUTING,
+    REQUIRES,
     SMEM_CAPACITY,
     WHERE,
     InterpError,
@@ -44,6 +46,24 @@ def eval_size_expr(e: ir.Expr, sizes: Mapping[str, int]) -> Any:
         raise InterpError(WHERE, "not a size expression", err.expr.span) from None
     except evaluate.EvalError as err:
         raise InterpError(WHERE, "division by zero in a size expression", err.span) from None
+
+
+def check_requires(kernel: ir.Kernel, sizes: Mapping[str, int],
+                   arrays: Mapping[str, Any]) -> None:
+    """The index tensors against the `requires` clauses (TS205 naming the clause, the
+    element and its value; semantics/access/requires_eval.py): the proofs say nothing about
+    a launch outside them, so the interpreter, like every launcher, refuses it."""
+    if not kernel.requires:
+        return
+    from tilesafe.semantics.access import requires_eval, requires_form
+
+    try:
+        v = requires_eval.first_violation(requires_form.encode(kernel), sizes, arrays)
+    except requires_eval.TooLarge as err:
+        raise InterpError(REQUIRES, str(err), kernel.requires[err.index].span) from None
+    if v is not None:
+        raise InterpError(REQUIRES, v.message(), kernel.requires[v.index].span,
+                          {"clause": v.text, "at": dict(v.at), "reads": dict(v.reads)})
 
 
 def check_where(kernel: ir.Kernel, sizes: Mapping[str, int]) -> tuple[int, ...]:
@@ -173,7 +193,26 @@ def random_inputs(
         else:
             out[t.name] = (np.full(shape, U8_SENTINEL, np.uint8) if poison
                            else gen.integers(0, 256, size=shape).astype(np.uint8))
+    if kernel.requires:  # index tensors the clauses allow (random-looking, by search)
+        out.update(satisfying_index_tensors(kernel, sizes, shapes, gen))
     return out
+
+
+def satisfying_index_tensors(kernel: ir.Kernel, sizes: Mapping[str, int],
+                             shapes: Mapping[str, tuple[int, ...]], rng: np.random.Generator,
+                             fixed: Mapping[str, Mapping[tuple[int, ...], int]] | None = None
+                             ) -> dict[str, np.ndarray]:
+    """Contents for the tensors a kernel's `requires` clauses read that satisfy them
+    (semantics/access/requires_synth.py); TS206 when the bounded search finds none."""
+    from tilesafe.semantics.access import requires_synth
+
+    try:
+        return requires_synth.draw(kernel, sizes, shapes, rng, fixed)
+    except requires_synth.NoSolution as err:
+        given = ", ".join(f"{k}={sizes[k]}" for k in kernel.sizes)
+        raise InterpError(NO_ROUTING, f"no contents of the index tensors satisfying the "
+                          f"`requires` clauses at {given}: {err}", kernel.requires[0].span
+                          ) from None
 
 
 def as_float(array: np.ndarray, dtype: ir.DType) -> np.ndarray:

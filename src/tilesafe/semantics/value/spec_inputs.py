@@ -25,7 +25,7 @@ from enum import Enum
 import numpy as np
 
 from tilesafe.frontend import ir
-from tilesafe.semantics.expr import evaluate, fp
+from tilesafe.semantics.expr import evaluate, fp, size_combos
 from tilesafe.semantics.interpreter.interp_io import random_inputs
 from tilesafe.semantics.interpreter.smem import NUMPY_DTYPE
 
@@ -221,8 +221,7 @@ def choose_sizes(kernel: ir.Kernel, k: int = 5) -> list[Sizes]:
     names = kernel.sizes
     found: list[tuple[int, int, Sizes]] = []
     everything: list[tuple[int, int, Sizes]] = []
-    for values in itertools.product(CANDIDATE_VALUES, repeat=len(names)):
-        sizes = dict(zip(names, values, strict=True))
+    for sizes in size_combos.combos(kernel, CANDIDATE_VALUES):
         c = _cost(kernel, sizes)
         if c is not None:
             everything.append((c[0], c[1], sizes))
@@ -252,8 +251,7 @@ def more_sizes(kernel: ir.Kernel, seen: list[Sizes], k: int = 6) -> list[Sizes]:
     sizes), every size distinct and ragged, then the cheapest ones not tried."""
     names = kernel.sizes
     found = []
-    for values in itertools.product(CANDIDATE_VALUES, repeat=len(names)):
-        sizes = dict(zip(names, values, strict=True))
+    for sizes in size_combos.combos(kernel, CANDIDATE_VALUES):
         c = _cost(kernel, sizes)
         if c is not None and c[0] <= MAX_ELEMENTS and c[1] <= MAX_THREADS and sizes not in seen:
             found.append((c[0], sizes))

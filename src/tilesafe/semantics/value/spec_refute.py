@@ -60,6 +60,8 @@ def search(kernel: ir.Kernel, specs: Sequence[ir.Ensures],
     """One Outcome per clause of `specs`; `points` maps a clause's position in `specs` to the
     sizes where its proof failed (stage 1)."""
     outcomes = [Outcome() for _ in specs]
+    if not specs:  # every clause proved: no launch to choose
+        return outcomes
     first = [_launchable(kernel, p) for p in (points or {}).values()]
     standard = choose_sizes(kernel)
     exact = spec_run.exact_inputs(kernel)

@@ -58,6 +58,9 @@ class Mismatch:
     received: str | None  # the input element whose value arrived, when one has it
     expects: str | None  # the input element the spec moves there, for a plain-load spec
     mismatches: int  # elements of this output that differ at these sizes
+    # a kernel with gathers: the index-tensor elements behind the element (the spec's reads
+    # at it, `topk[3] = 1`; the positions of a scatter index holding its row, `sids[16] = 3`)
+    routing: dict[str, int] | None = None
 
     def describe(self) -> str:
         at = f"{self.tensor}[{', '.join(map(str, self.element))}]"
@@ -70,7 +73,9 @@ class Mismatch:
                     f"{self.expects} = {want}")
         else:
             what = f"holds {got}, the spec asks for {want}"
-        return f"at {sizes}: {at} {what} ({self.mismatches} element(s) differ)"
+        via = ("; through " + ", ".join(f"{k} = {v}" for k, v in self.routing.items())
+               if self.routing else "")
+        return f"at {sizes}: {at} {what} ({self.mismatches} element(s) differ){via}"
 
     def as_counterexample(self, path: str | None = None, kernel: str | None = None
                           ) -> dict[str, object]:
@@ -80,7 +85,7 @@ class Mismatch:
             self.exact, self.profile), "profile": self.profile.value,
             "element": f"{self.tensor}[{', '.join(map(str, self.element))}]",
             "got": _plain(self.got), "want": _plain(self.want), "received": self.received,
-            "expects": self.expects, "mismatches": self.mismatches}
+            "expects": self.expects, "mismatches": self.mismatches, "routing": self.routing}
         if path is not None:
             cex["replay"] = self.replay_command(path, kernel)
         return {k: v for k, v in cex.items() if v is not None}
@@ -197,8 +202,39 @@ def compare(kernel: ir.Kernel, spec: ir.Ensures, sizes: dict[str, int], seed: in
                 if not exact and profile is Profile.PLAIN else None)
     fill = rerun is not None and _fill_arrived(kernel, spec, element, got, g, w, rerun)
     code = _classify(spec, load, received, fill)
+    routing = _routing(kernel, spec, element, sizes, arrays) if kernel.requires else None
     return Mismatch(code, dict(sizes), seed, exact, profile, spec.tensor, element, g, w,
-                    received, expects, int(differ.sum()))
+                    received, expects, int(differ.sum()), routing or None)
+
+
+def _routing(kernel: ir.Kernel, spec: ir.Ensures, element: tuple[int, ...],
+             sizes: Mapping[str, int], arrays: Mapping[str, np.ndarray]) -> dict[str, int]:
+    """The index-tensor elements behind an output element: what the spec reads of them
+    there, and, for a store indexed through an index tensor (a scatter), where that tensor
+    holds the element's index -- the offending routing entries of a counterexample."""
+    from tilesafe.semantics.access import requires_eval, requires_form
+    from tilesafe.semantics.access.gather_keys import is_index_read, keys_in
+
+    env = {v.name: int(i) for v, i in zip(spec.index_vars, element, strict=True)}
+    point = requires_eval._Point(sizes, arrays, env)
+    for ld in (x for x in walk.subexprs(spec.rhs) if is_index_read(kernel, x)):
+        try:
+            point.ev(requires_form.expr(ld))
+        except (KeyError, requires_form.NotEncodable):
+            continue  # a read under a sum's variable: not one element
+    out = dict(point.reads)
+    lets: dict[int, ir.Expr] = {}
+    for st in walk.statements(kernel.body):
+        if isinstance(st, ir.Let):
+            lets[st.uid] = st.value
+        if isinstance(st, ir.Store) and st.tensor == spec.tensor:
+            for dim, index in enumerate(st.indices):
+                for key in keys_in(kernel, (index,), lets):
+                    arr = arrays[key.tensor]
+                    v = element[dim]
+                    for idx in np.argwhere(arr == v)[:2]:
+                        out[f"{key.tensor}[{', '.join(str(int(i)) for i in idx)}]"] = int(v)
+    return out
 
 
 def same_bits(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -85,7 +85,7 @@ class Compare(SumCompare):
         sum below must keep them rather than pin them to 0 -- pinned, the link's constraints
         on them could empty both images and make any two sums look equal."""
         saved, saved_insts = self.outer, self.outer_insts
-        self.outer = saved | set(self.s.inst_dims(writer))
+        self.outer = saved | set(self.s.owned_dims(writer))
         if saved_insts is not None:
             self.outer_insts = saved_insts + [writer]
         try:

@@ -81,7 +81,7 @@ def _check_set_before(p: Resolver, t: Frag, plain: list[FragWrite]) -> None:
     for n, w in enumerate(plain):
         wi = w.inst.renamed(-8 - n)
         s = space.same_element(t.inst, t.indices, wi, w.indices) & space.hb(wi, t.inst)
-        for name in space.inst_dims(wi):
+        for name in space.owned_dims(wi):
             s = s.eliminate(isl.dim_type.set, space.pos[name], 1)
         covered = covered | s
     bare = subtract(space.domain(t.inst), covered)

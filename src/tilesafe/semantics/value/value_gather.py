@@ -141,14 +141,21 @@ def gathers(planned: Sequence[Planned], pos: dict[str, int], ns: int) -> dict[ir
     return {p.key: pos[p.name] for p in planned if p.ns == ns}
 
 
-def facts(space, planned: Sequence[Planned]) -> isl.Set:
-    """The facts about every gather dim of a ValueSpace (semantics/access/gather.py), per kernel."""
-    out = isl.Set.universe(space.space)
+def facts(space, planned: Sequence[Planned], within: isl.Set | None = None) -> isl.Set:
+    """The facts about every gather dim of a ValueSpace (semantics/access/gather.py), per
+    kernel: dtype ranges, functional consistency and the universal clauses; not the
+    two-point predicates (injective, permutation, sorted). What they give -- one writer per
+    element of a scatter -- is the access checker's exactly-once, which the value proof
+    relies on anyway (checkers/value.py), and their instances over every pair of reads of
+    a tensor in every namespace multiply the pieces of the space past ISL's budget (a
+    grouped GEMM reads its routing in three places). With `within`, the facts inside it
+    (constraints() prunes the pieces as it goes)."""
+    out = isl.Set.universe(space.space) if within is None else within
     for tag, kernel in enumerate(space.kernels):
         dims = [GatherDim(space.pos[p.name], p.key, _env(space, p)) for p in planned
                 if p.kernel == tag]
         if dims:
-            out = out & constraints(kernel, isl.Set.universe(space.space), dims)
+            out = constraints(kernel, out, dims, predicates=False)
     return out
 
 

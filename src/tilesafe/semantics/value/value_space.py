@@ -59,6 +59,8 @@ class ValueSpace:
         # reads of index tensors: one dim each per namespace (semantics/value/value_gather.py)
         self.gather_plan = value_gather.plan(self.kernels, involved, SPEC_NS, ident)
         names += [p.name for p in self.gather_plan]
+        self._gather_names = {p.name for p in self.gather_plan}
+        self._gather_ns = {p.ns for p in self.gather_plan}
         self.names = names
         sizes = tuple(dict.fromkeys(n for k in self.kernels for n in k.sizes))
         self.sizes = sizes
@@ -83,12 +85,55 @@ class ValueSpace:
                     affine.term(g, env))
         self.base = blocks & where.over
         if self.gather_plan:
-            self.base = self.base & value_gather.facts(self, self.gather_plan)
+            # The facts about gathered values, inside the bounds of the namespaces that read
+            # them (an index read outside its tensor, a case every clause must allow, is
+            # then empty at once, instead of a piece multiplying every other fact's). Those
+            # namespaces' coordinates are so constrained in every set: a comparison projects
+            # them rather than pinning them (facts_only, value_compare.image).
+            bounds = self.base & self._bounds([i for i in involved if i.ns in self._gather_ns])
+            self.base = value_gather.facts(self, self.gather_plan, bounds)
+
+    def _bounds(self, involved: list[Inst]) -> isl.Set:
+        """Every involved namespace's thread range and loop bounds (what each domain adds
+        to the base)."""
+        s = self.universe()
+        env = AffineEnv(self.space)
+        for inst in involved:
+            if inst.ns != SPEC_NS:
+                t = self.dim(thread_dim(inst))
+                s = s & t.ge_set(affine.constant(env, inst.thread_lo))
+                s = s & t.lt_set(affine.constant(env, inst.thread_lo + 1 if inst.elect
+                                                  else inst.thread_hi))
+            for lp in inst.loops:
+                try:
+                    s = s & loop_bounds(self, inst, lp)
+                except NotProved:
+                    continue
+        return s
 
     @staticmethod
     def inst_dims(inst: Inst) -> list[str]:
         dims = [] if inst.ns == SPEC_NS else [thread_dim(inst)]
         return dims + [ValueSpace.loop_name(inst, lp.uid) for lp in inst.loops]
+
+    def owned_dims(self, inst: Inst) -> list[str]:
+        """inst_dims plus the gathered values its namespace reads (value_gather): what is
+        fixed once the namespace's instance is (for `outer`), ranges with it, or is
+        eliminated with it."""
+        return self.inst_dims(inst) + [p.name for p in self.gather_plan if p.ns == inst.ns]
+
+    def facts_only(self, name: str) -> bool:
+        """`name` is a coordinate the gathered-value facts of the base may constrain: a
+        gathered value, or a thread or loop coordinate of a namespace that reads one
+        (functional consistency ties its reads to every other namespace's). Such a
+        coordinate of no part of a comparison holds *some* value in every launch (the
+        data's), so a comparison may project it rather than pin it (value_compare.image)."""
+        if name in self._gather_names:
+            return True
+        for ns in self._gather_ns:
+            if name == f"t_n{ident(ns)}" or name.startswith(f"l_n{ident(ns)}_"):
+                return True
+        return False
 
     @staticmethod
     def loop_name(inst: Inst, uid: int) -> str:

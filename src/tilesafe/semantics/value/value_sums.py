@@ -135,16 +135,16 @@ class SumCompare:
             for link, v in k.options:
                 dom = ctx & self.s.link(link)
                 for body, d, extra in self.contributions(v, dom):
-                    yield body, d, extra | set(self.s.inst_dims(link.writer))
+                    yield body, d, extra | set(self.s.owned_dims(link.writer))
             return
         if isinstance(k, Accum):
             for link, init, steps in k.options:
                 dom = ctx & self.s.link(link)
-                first = set(self.s.inst_dims(link.writer))
+                first = set(self.s.owned_dims(link.writer))
                 for body, d, extra in self.contributions(init, dom):
                     yield body, d, extra | first
                 for step, v in steps:
-                    ranging = first | set(self.s.inst_dims(step.writer))
+                    ranging = first | set(self.s.owned_dims(step.writer))
                     for body, d, extra in self.contributions(v, dom & self.s.link(step)):
                         yield body, d, extra | ranging
             return
@@ -170,7 +170,7 @@ class SumCompare:
         if isinstance(k, Choice):
             for link, v in k.options:
                 for body, d, extra in self.lift(v, ctx & self.s.link(link)):
-                    yield body, d, extra | set(self.s.inst_dims(link.writer))
+                    yield body, d, extra | set(self.s.owned_dims(link.writer))
             return
         if isinstance(k, Ite):
             yield from self.lift(k.then, ctx & self.s.cond(k.cond, k.inst))
@@ -200,12 +200,18 @@ class SumCompare:
         for leaf in leaves(body):  # every coordinate a leaf's value depends on ranges too
             inst = getattr(leaf, "inst", None)
             if isinstance(inst, Inst):
-                ranging |= set(self.s.inst_dims(inst)) - self.outer
+                ranging |= set(self.s.owned_dims(inst)) - self.outer
         pinned = frozenset(n for n in self.s.names if n not in ranging and n not in self.outer)
         for n in pinned:  # pinning a constrained coordinate could empty the image: unsound
             if dom.involves_dims(isl.dim_type.set, self.s.pos[n], 1):
-                raise NotProved(f"a sum's instances constrain coordinate {n}, which is neither "
-                                "fixed for the output element nor ranging over the sum")
+                if not self.s.facts_only(n):
+                    raise NotProved(f"a sum's instances constrain coordinate {n}, which is "
+                                    "neither fixed for the output element nor ranging over "
+                                    "the sum")
+                # constrained only by the facts about gathered values (the base of every
+                # set): some values of another namespace's coordinates satisfy them -- the
+                # data's -- so the coordinate is projected, not pinned
+                dom = dom.eliminate(isl.dim_type.set, self.s.pos[n], 1)
         outs = [self.s.dim(n) for n in self.s.names if n in self.outer]
         for leaf in leaves(body):
             if isinstance(leaf, Glob):

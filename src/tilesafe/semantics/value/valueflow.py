@@ -330,7 +330,7 @@ class Prover:
         for rival, ridx in rivals:
             between = space.same_element(link.reader, link.reader_idx, rival, ridx)
             between = between & space.hb(link.writer, rival) & space.hb(rival, link.reader)
-            dims = space.inst_dims(rival)
+            dims = space.owned_dims(rival)
             for name in dims:
                 between = between.eliminate(isl.dim_type.set, space.pos[name], 1)
             s = subtract(s, between)
@@ -396,7 +396,7 @@ class Prover:
             ctx = ctx & space.dim(space.loop_name(sinst, var.uid)).eq_set(
                 space.term(idx, store))
         outer = {n for n in space.names if is_block(n)}
-        outer |= set(space.inst_dims(store)) | set(space.inst_dims(sinst))
+        outer |= set(space.owned_dims(store)) | set(space.owned_dims(sinst))
         Compare(space, out.dtype, outer, [store, sinst]).equal(value, sterm, ctx, top=True)
 
 

@@ -1,0 +1,114 @@
+"""The inspector: `moe_align_block_size` semantics, on numpy arrays or torch tensors.
+
+Given the router's top-k expert ids (T tokens x K choices, flattened to TK pairs, pair
+i = t * K + k), the executor wants the pairs grouped by expert, each expert's group padded
+to a multiple of the block size B with a sentinel (TK, one past every pair), and one expert
+id per block:
+
+* counts[e]: the pairs routed to expert e (ids outside 0 .. E-1 are left out, as vLLM's
+  alignment skips them -- the executor's `requires` then refuses the routing at launch,
+  naming a pair no position holds);
+* offsets: the exclusive prefix sum of the padded counts; `total` = offsets[E], the rows the
+  executor has work in (vLLM's num_tokens_post_padded);
+* sorted_ids[offsets[e] + r] = the r-th pair (in pair order) routed to e; every other
+  position holds the sentinel TK;
+* expert_ids[b] = the expert whose padded group holds block b, -1 for the blocks past
+  `total` (vLLM fills them with 0 and stops at num_tokens_post_padded; -1 makes an executor
+  that processes them without checking fail its bounds proof instead of computing garbage).
+
+The arrays are allocated for the worst case, TK + E (B - 1) rows rounded up to whole blocks,
+so their shapes depend on TK, E and B only (a launch can be captured once).
+
+Why the inspector is host code and not a proved kernel: what the executor needs of it is
+exactly its `requires` clauses, and those are checked on its output at every launch (a
+routing the inspector got wrong is refused before the executor reads it). Its correctness
+is tested here against brute force (tests/test_moe_align.py), not proved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Routing:
+    """The inspector's output (numpy arrays or torch tensors, int32)."""
+
+    sorted_ids: Any  # [NB * B]: pair ids grouped by expert, padded with the sentinel TK
+    expert_ids: Any  # [NB]: the expert of each block, -1 past `total`
+    total: int  # rows in use: a multiple of B (num_tokens_post_padded)
+    pairs: int  # TK, the sentinel
+    block: int  # B
+
+    @property
+    def used_blocks(self) -> int:
+        return self.total // self.block
+
+    def used(self) -> tuple[Any, Any]:
+        """(sorted_ids, expert_ids) cut to the blocks in use (no -1 block)."""
+        return self.sorted_ids[: self.total], self.expert_ids[: self.used_blocks]
+
+
+def allocated_blocks(pairs: int, experts: int, block: int) -> int:
+    """Blocks of the worst case: every expert's group one pair past a multiple of B."""
+    return -(-(pairs + experts * (block - 1)) // block)
+
+
+def align(topk_ids: Any, experts: int, block: int) -> Routing:
+    """The routing of `topk_ids` ([T, K] or [TK]; numpy or torch, any integer dtype) for
+    `experts` experts and blocks of `block` rows, on the ids' device."""
+    if experts < 1 or block < 1:
+        raise ValueError(f"experts and block must be positive, got {experts}, {block}")
+    if type(topk_ids).__module__.startswith("torch"):
+        return _align_torch(topk_ids, experts, block)
+    return _align_numpy(np.asarray(topk_ids), experts, block)
+
+
+def _align_numpy(ids: np.ndarray, experts: int, block: int) -> Routing:
+    flat = ids.reshape(-1).astype(np.int64)
+    tk = int(flat.size)
+    nb = allocated_blocks(tk, experts, block)
+    valid = (flat >= 0) & (flat < experts)
+    counts = np.bincount(flat[valid], minlength=experts)
+    padded = -(-counts // block) * block
+    offsets = np.concatenate([[0], np.cumsum(padded)])
+    total = int(offsets[-1])
+    pairs = np.nonzero(valid)[0]
+    order = pairs[np.argsort(flat[pairs], kind="stable")]  # by expert, then pair id
+    e_sorted = flat[order]
+    starts = np.concatenate([[0], np.cumsum(counts)])[:-1]
+    rank = np.arange(order.size) - starts[e_sorted]
+    sorted_ids = np.full(nb * block, tk, dtype=np.int32)
+    sorted_ids[offsets[e_sorted] + rank] = order
+    expert_ids = np.full(nb, -1, dtype=np.int32)
+    expert_ids[: total // block] = np.repeat(np.arange(experts), padded // block)
+    return Routing(sorted_ids, expert_ids, total, tk, block)
+
+
+def _align_torch(ids: Any, experts: int, block: int) -> Routing:
+    import torch
+
+    dev = ids.device
+    flat = ids.reshape(-1).to(torch.int64)
+    tk = int(flat.numel())
+    nb = allocated_blocks(tk, experts, block)
+    valid = (flat >= 0) & (flat < experts)
+    counts = torch.bincount(flat[valid], minlength=experts)
+    padded = (counts + block - 1) // block * block
+    zero = torch.zeros(1, dtype=torch.int64, device=dev)
+    offsets = torch.cat([zero, torch.cumsum(padded, 0)])
+    pairs = torch.nonzero(valid).reshape(-1)
+    order = pairs[torch.sort(flat[pairs], stable=True).indices]
+    e_sorted = flat[order]
+    starts = torch.cat([zero, torch.cumsum(counts, 0)])[:-1]
+    rank = torch.arange(order.numel(), device=dev) - starts[e_sorted]
+    sorted_ids = torch.full((nb * block,), tk, dtype=torch.int32, device=dev)
+    sorted_ids[offsets[e_sorted] + rank] = order.to(torch.int32)
+    expert_ids = torch.full((nb,), -1, dtype=torch.int32, device=dev)
+    per_block = torch.repeat_interleave(torch.arange(experts, device=dev), padded // block)
+    expert_ids[: per_block.numel()] = per_block.to(torch.int32)
+    total = int(offsets[-1].item())  # the host needs it: the executor's grid
+    return Routing(sorted_ids, expert_ids, total, tk, block)
