@@ -14,12 +14,11 @@ variable, in either order, with or without `sync`s) enumerated at small sizes.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from access_family import Family, families
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from tilesafe.checkers import followon, global_memory
 from tilesafe.checkers.obligation import Obligation, Severity, Verdict
@@ -157,74 +156,12 @@ def test_bad_corpus_kernel_is_garbage_on_the_interpreter():
 # ---- brute force ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Index:
-    """(p * thread + q * block.x + s * k + c) [/ m or % m], as the language evaluates it."""
-
-    p: int
-    q: int
-    s: int
-    c: int
-    op: str
-    m: int
-
-    def text(self) -> str:
-        e = f"({self.p} * thread + {self.q} * block.x + {self.s} * k + {self.c})"
-        return f"{e} {self.op} {self.m}" if self.op else e
-
-    def at(self, t: int, b: int, k: int) -> int:
-        v = self.p * t + self.q * b + self.s * k + self.c
-        return v // self.m if self.op == "/" else v % self.m if self.op == "%" else v
-
-
-@dataclass(frozen=True)
-class Family:
-    """Per iteration k of `for k in 0 .. K`: the first access, an optional `sync`, the
-    second, an optional `sync`; the write is y[w], the read y[r] of the `out` tensor y."""
-
-    w: Index
-    r: Index
-    write_first: bool
-    sync_mid: bool
-    sync_end: bool
-    block: int
-    trips: int
-
-    def source(self) -> str:
-        write = (f"    let w = {self.w.text()}\n    if w >= 0 && w < N {{\n"
-                 "      y[w] = 1.0\n    }\n")
-        read = (f"    let r = {self.r.text()}\n    if r >= 0 && r < N {{\n"
-                "      acc += y[r]\n    }\n")
-        first, second = (write, read) if self.write_first else (read, write)
-        mid = "    sync\n" if self.sync_mid else ""
-        end = "    sync\n" if self.sync_end else ""
-        b = self.block
-        return (f"kernel fam(y: out global f32[N], z: out global f32[N])\n"
-                f"  where N > 0, N <= 1073741824\n"
-                f"  grid ((N + {b - 1}) / {b}) block {b}\n{{\n"
-                f"  var acc: f32 = 0.0\n  for k in 0 .. {self.trips} {{\n"
-                f"{first}{mid}{second}{end}  }}\n"
-                f"  let i = block.x * {b} + thread\n  if i < N {{\n    z[i] = acc\n  }}\n}}\n")
-
-    def accesses(self, n: int):
-        """(kind, block, thread, k, position, epoch, element) of every access at N = n."""
-        per = int(self.sync_mid) + int(self.sync_end)
-        grid = (n + self.block - 1) // self.block
-        for b in range(grid):
-            for t in range(self.block):
-                for k in range(self.trips):
-                    for pos, kind in enumerate(("w", "r") if self.write_first else ("r", "w")):
-                        e = (self.w if kind == "w" else self.r).at(t, b, k)
-                        epoch = k * per + (int(self.sync_mid) if pos else 0)
-                        if 0 <= e < n:
-                            yield kind, b, t, k, pos, epoch, e
-
-    def unwritten(self, n: int) -> list[tuple]:
-        """Reads (block, thread, k, element) no write of the element happens before."""
-        acc = list(self.accesses(n))
-        writes = [a for a in acc if a[0] == "w"]
-        return [(b, t, k, e) for kind, b, t, k, pos, epoch, e in acc if kind == "r"
-                and not any(before(w, (b, t, k, pos, epoch, e)) for w in writes)]
+def unwritten(f: Family, n: int) -> list[tuple]:
+    """Reads (block, thread, k, element) no write of the element happens before."""
+    acc = list(f.accesses(n))
+    writes = [a for a in acc if a[0] == "w"]
+    return [(b, t, k, e) for kind, b, t, k, pos, epoch, e in acc if kind == "r"
+            and not any(before(w, (b, t, k, pos, epoch, e)) for w in writes)]
 
 
 def before(w: tuple, r: tuple) -> bool:
@@ -237,11 +174,7 @@ def before(w: tuple, r: tuple) -> bool:
     return (tw == tr and (kw, pw) < (kr, pr)) or ew < er
 
 
-small = st.integers(-2, 2)
-index = st.builds(Index, small, small, small, st.integers(-3, 3),
-                  st.sampled_from(["", "/", "%"]), st.integers(2, 3))
-family = st.builds(Family, index, index, st.booleans(), st.booleans(), st.booleans(),
-                   st.sampled_from([2, 4]), st.integers(1, 3))
+family = families(tensor="y", role="out", result="z")
 
 
 @settings(max_examples=80, deadline=None)
@@ -249,7 +182,7 @@ family = st.builds(Family, index, index, st.booleans(), st.booleans(), st.boolea
 def test_verdict_agrees_with_brute_force(f: Family):
     o = _reads(f.source())
     assert o.verdict in (Verdict.PROVED, Verdict.REFUTED), o.message
-    found = {n: f.unwritten(n) for n in range(1, 10)}
+    found = {n: unwritten(f, n) for n in range(1, 10)}
     if o.verdict is Verdict.PROVED:
         assert not any(found.values()), (f.source(), found)
         return
@@ -257,4 +190,4 @@ def test_verdict_agrees_with_brute_force(f: Family):
     n = cex["sizes"]["N"]
     r = cex["reader"]
     [e] = cex["element"]
-    assert (r["block"][0], r["thread"], r["loops"]["k"], e) in f.unwritten(n), f.source()
+    assert (r["block"][0], r["thread"], r["loops"]["k"], e) in unwritten(f, n), f.source()
