@@ -22,7 +22,7 @@ so their shapes depend on TK, E and B only (a launch can be captured once).
 Why the inspector is host code and not a proved kernel: what the executor needs of it is
 exactly its `requires` clauses, and those are checked on its output at every launch (a
 routing the inspector got wrong is refused before the executor reads it). Its correctness
-is tested here against brute force (tests/test_moe_align.py), not proved.
+is tested against brute force (tests/test_moe.py), not proved.
 """
 
 from __future__ import annotations
