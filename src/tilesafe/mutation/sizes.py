@@ -12,14 +12,13 @@ few sizes only it allows: there it cannot be compared, but it must not fail.
 from __future__ import annotations
 
 import importlib.util
-import itertools
 import sys
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 
 from tilesafe.frontend import ir
-from tilesafe.semantics.expr import evaluate
+from tilesafe.semantics.expr import evaluate, size_combos
 
 Sizes = dict[str, int]
 
@@ -103,11 +102,13 @@ def threads(kernel: ir.Kernel, sizes: Mapping[str, int]) -> int:
     return n
 
 
-def _search(names: tuple[str, ...], ok: object, kernel: ir.Kernel) -> list[Sizes]:
-    """All candidate size tuples `ok` accepts, cheapest first, under MAX_ELEMENTS."""
+def _search(ok: object, kernel: ir.Kernel) -> list[Sizes]:
+    """All candidate size tuples `ok` accepts, cheapest first, under MAX_ELEMENTS. The
+    candidates are size_combos': sizes a `where` equation fixes are computed, not walked
+    (the MoE kernels' seven sizes, tied by TK == 2 * T and P == 64 * NB, were 23^7 tuples
+    of which almost none satisfied `where`: minutes per kernel)."""
     found: list[tuple[int, Sizes]] = []
-    for values in itertools.product(CANDIDATE_VALUES, repeat=len(names)):
-        sizes = dict(zip(names, values, strict=True))
+    for sizes in size_combos.combos(kernel, CANDIDATE_VALUES):
         if not ok(sizes):  # type: ignore[operator]
             continue
         c = cost(kernel, sizes)
@@ -138,7 +139,7 @@ def choose(path: str | Path, original: ir.Kernel, mutant: ir.Kernel, k: int
               if allows(original, s) and allows(mutant, s) and launchable(original, s)]
     both = _diverse(original, listed, k)
     if len(both) < k:
-        searched = _search(original.sizes, lambda s: allows(original, s) and allows(mutant, s)
+        searched = _search(lambda s: allows(original, s) and allows(mutant, s)
                            and launchable(original, s), original)
         for s in _spread(searched, k):
             if len(both) >= k:
@@ -147,7 +148,7 @@ def choose(path: str | Path, original: ir.Kernel, mutant: ir.Kernel, k: int
                 both.append(s)
     only: list[Sizes] = []
     if _where_text(original) != _where_text(mutant) and original.sizes == mutant.sizes:
-        extra = _search(mutant.sizes, lambda s: allows(mutant, s) and not allows(original, s)
+        extra = _search(lambda s: allows(mutant, s) and not allows(original, s)
                         and launchable(mutant, s), mutant)
         only = extra[:2]
     return both, only
