@@ -23,3 +23,12 @@ def target_of(path: Path) -> str | None:
 def load_corpus(path: Path) -> ir.Program:
     """The program of a corpus file, resolved for the target it names."""
     return load_program(path, target=target_of(path))
+
+
+# Bad kernels whose verification takes tens of seconds each (the persistent GEMM's nested
+# loops, docs/temporal.md §15): every test that runs the checkers over the bad corpus marks
+# them slow (TILESAFE_SLOW=1 runs them; tests/conftest.py).
+SLOW_BAD = frozenset({"ts302_gemm_epilogue_box_reused_across_tiles.tsk",
+                      "ts303_gemm_stage_released_early_on_last_tile.tsk",
+                      "ts408_gemm_ring_restarted_per_tile.tsk",
+                      "ts408_gemm_ring_rounded_to_stages.tsk"})

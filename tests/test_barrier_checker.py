@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from corpus_files import load_corpus
+from corpus_files import SLOW_BAD, load_corpus
 
 from tilesafe.checkers import barrier, ownership
 from tilesafe.checkers.obligation import Severity, Verdict
@@ -70,7 +70,8 @@ def test_pipelines_proved_for_every_trip_count():
         assert "periodicity argument" in obs[0].method
 
 
-@pytest.mark.parametrize("path", TEMPORAL_BAD, ids=[p.name for p in TEMPORAL_BAD])
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.name, marks=pytest.mark.slow if p.name in
+                                               SLOW_BAD else ()) for p in TEMPORAL_BAD])
 def test_planted_bug_caught_with_its_code(path: Path):
     code = expected(path)
     obs = both(kernel_of(path))

@@ -218,8 +218,8 @@ def test_bind_builds_the_checkers_tensor_map_descriptor() -> None:
     kernel = load_program(ROOT / "corpus/good/pipeline2.tsk").kernels[0]
     spec = bind(kernel, compile_kernel(kernel), {"M": 128, "N": 192})
     (tm,) = [p for p in spec.params if p["kind"] == "tensormap"]
-    assert tm["spec"]["global_dims"] == (192, 128)  # innermost first
-    assert tm["spec"]["box_dims"] == (64, 64) and tm["spec"]["swizzle"] == "128B"
+    assert tm["spec"]["global_dims"] == [192, 128]  # innermost first (JSON lists)
+    assert tm["spec"]["box_dims"] == [64, 64] and tm["spec"]["swizzle"] == "128B"
     assert spec.smem_bytes >= 2 * 64 * 64 * 2 + 4 * 8
 
 

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+from corpus_files import SLOW_BAD
 
 from tilesafe import api
 from tilesafe.checkers import registry
@@ -63,12 +64,7 @@ def test_bad_name_matches_expectation(path: Path):
         f"{path.name}: name it {code.lower()}_<what>.tsk")
 
 
-# Bad kernels whose verification takes tens of seconds (the persistent GEMM's nested loops,
-# docs/temporal.md §15): marked slow.
-SLOW = {"ts302_gemm_epilogue_box_reused_across_tiles.tsk",
-        "ts303_gemm_stage_released_early_on_last_tile.tsk",
-        "ts408_gemm_ring_restarted_per_tile.tsk", "ts408_gemm_ring_rounded_to_stages.tsk"}
-BAD_CASES = [pytest.param(p, id=p.name, marks=pytest.mark.slow if p.name in SLOW else ())
+BAD_CASES = [pytest.param(p, id=p.name, marks=pytest.mark.slow if p.name in SLOW_BAD else ())
              for p in BAD]
 
 

@@ -63,8 +63,13 @@ def test_proved_accumulations_agree_with_the_interpreter(hi, init, first, slot2,
                                                          sync):
     src = TEMPLATE.format(hi=hi, init=init, first=first, slot="min(k, 3)", slot2=slot2,
                           owner=owner, body=body, sync=sync)
-    # sound (proved => the launches agree) and, on this family, complete
-    assert proved(src) == agrees(src), src
+    # sound (proved => the launches agree) and, on this family, complete -- but for a body
+    # ending in `+ 0.0`: IEEE `x + 0.0` is not `x` (it turns -0 into +0), so the prover no
+    # longer strips it, and the chain of updates through it is left open (TS890, known gap)
+    if body == "s + 0.0":
+        assert not proved(src) or agrees(src), src
+    else:
+        assert proved(src) == agrees(src), src
 
 
 def test_unordered_updates_are_not_proved():

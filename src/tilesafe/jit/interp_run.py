@@ -23,16 +23,14 @@ def run(kernel: ir.Kernel, sizes: Mapping[str, int], shapes: Mapping[str, tuple[
     the written tensors. JitError with the interpreter's code when the run is refused (too
     large for it, TS200) or fails."""
     from tilesafe.semantics.interpreter import interp
-    from tilesafe.semantics.interpreter.interp_io import check_memory, random_inputs
+    from tilesafe.semantics.interpreter.interp_io import check_memory, poisoned
 
     try:
         check_memory(kernel, shapes, grid)
         inputs = dict(arrays)
-        missing = [t for t in kernel.params if t.name not in inputs]
-        if missing:
-            poison = random_inputs(kernel, dict(sizes), np.random.default_rng(0))
-            for t in missing:
-                inputs[t.name] = poison[t.name]
+        for t in kernel.params:  # only outputs can be missing (contract.bind)
+            if t.name not in inputs:
+                inputs[t.name] = poisoned(t, tuple(shapes[t.name]))
         result = interp.run_kernel(kernel, dict(sizes), inputs)
     except interp.InterpError as err:
         raise JitError([Diagnostic(err.code, f"the reference interpreter: {err.message}",

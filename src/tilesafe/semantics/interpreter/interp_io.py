@@ -179,23 +179,33 @@ def random_inputs(
     out: dict[str, np.ndarray] = {}
     for t in kernel.params:
         shape = shapes[t.name]
-        poison = not t.role.defined_on_entry
-        if t.dtype.is_float:
-            vals = (np.full(shape, np.nan, np.float32) if poison
-                    else (gen.integers(-8, 9, size=shape) / 4).astype(np.float32))
+        if not t.role.defined_on_entry:
+            out[t.name] = poisoned(t, shape)
+        elif t.dtype.is_float:
+            vals = (gen.integers(-8, 9, size=shape) / 4).astype(np.float32)
             if t.dtype is ir.DType.BF16:
                 out[t.name] = fp.f32_array_to_bf16(vals)
             else:
                 out[t.name] = vals.astype(NUMPY_DTYPE[t.dtype])
         elif t.dtype is ir.DType.I32:
-            out[t.name] = (np.full(shape, I32_SENTINEL, np.int32) if poison
-                           else gen.integers(-100, 101, size=shape).astype(np.int32))
+            out[t.name] = gen.integers(-100, 101, size=shape).astype(np.int32)
         else:
-            out[t.name] = (np.full(shape, U8_SENTINEL, np.uint8) if poison
-                           else gen.integers(0, 256, size=shape).astype(np.uint8))
+            out[t.name] = gen.integers(0, 256, size=shape).astype(np.uint8)
     if kernel.requires:  # index tensors the clauses allow (random-looking, by search)
         out.update(satisfying_index_tensors(kernel, sizes, shapes, gen))
     return out
+
+
+def poisoned(t: ir.GlobalTensor, shape: tuple[int, ...]) -> np.ndarray:
+    """An `out` tensor's contents before the launch: NaN for floats, 0xDEADBEEF for i32,
+    0xA5 for u8 (bf16 as its uint16 bit patterns)."""
+    if t.dtype.is_float:
+        vals = np.full(shape, np.nan, np.float32)
+        return (fp.f32_array_to_bf16(vals) if t.dtype is ir.DType.BF16
+                else vals.astype(NUMPY_DTYPE[t.dtype]))
+    if t.dtype is ir.DType.I32:
+        return np.full(shape, I32_SENTINEL, np.int32)
+    return np.full(shape, U8_SENTINEL, np.uint8)
 
 
 def satisfying_index_tensors(kernel: ir.Kernel, sizes: Mapping[str, int],
