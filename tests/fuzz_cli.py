@@ -276,7 +276,9 @@ def worker() -> None:
             argv += _run_sizes(path, random.Random(job["index"]))
         out, err = io.StringIO(), io.StringIO()
         start = time.perf_counter()
-        signal.setitimer(signal.ITIMER_REAL, job["timeout"])
+        # repeating every 50 ms until cancelled: a SIGALRM that lands inside a __del__ (ISL
+        # frees objects all the time) raises where Python only prints and ignores it
+        signal.setitimer(signal.ITIMER_REAL, job["timeout"], 0.05)
         try:
             status = str(main(argv, stdout=out, stderr=err))
         except _Timeout:

@@ -6,6 +6,7 @@ that does not (the interpreter TS205, the GPU launcher, tilesafe.jit TS911)."""
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -64,8 +65,14 @@ def _holds_brute(clause: str, arrays: dict[str, list[int]], sizes: dict[str, int
     body = clause[len("requires "):].replace("&&", "and").replace("||", "or").replace(
         "/", "//")
     names = sorted({v for v in ("t", "p", "q") if f"[{v}]" in body or f"{v} ==" in body})
+    arrays_by_name = {"ids": ids, "tab": tab, "be": be}
+    # direct reads (an index that reads nothing): outside its tensor the clause says nothing
+    direct = re.findall(r"\b(ids|tab|be)\[([^\[\]]*)\]", body)
     for point in itertools.product(range(t), repeat=len(names)):
         env = dict(zip(names, point, strict=True))
+        if any(not 0 <= eval(i, {"M": m, "T": t, **env}) < len(arrays_by_name[a])
+               for a, i in direct):
+            continue
         expr = body
         for name in ("ids", "tab", "be"):
             expr = expr.replace(f"{name}[", f"get({name}, ")
