@@ -7,7 +7,6 @@ Skips (does not fail) while semantics/interpreter/interp.py does not exist yet.
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from pathlib import Path
 
@@ -79,11 +78,9 @@ def test_good_kernel_loads(name: str) -> None:
     assert kernel.name == name
 
 
-SLOW = not os.environ.get("TILESAFE_SLOW")
 PARAMS = [
     pytest.param(name, i, id=f"{name}-{'x'.join(map(str, sizes.values()))}",
-                 marks=(pytest.mark.slow, pytest.mark.skipif(SLOW, reason="TILESAFE_SLOW=1"))
-                 if i else ())
+                 marks=pytest.mark.slow if i else ())
     for name in sorted(CASES)
     for i, sizes in enumerate(CASES[name].sizes)
 ]

@@ -12,7 +12,6 @@ CI runs a small smoke batch (the hypothesis tests of tests/test_fuzz_frontend.py
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from pathlib import Path
 
@@ -83,7 +82,6 @@ def test_a_case_past_its_time_is_a_timeout_not_a_failure(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("TILESAFE_SLOW"), reason="TILESAFE_SLOW=1")
 def test_nightly_ten_thousand_cases(tmp_path):
     outcomes = fuzz_cli.fuzz(seed=0, count=10_000, workers=2, out=tmp_path)
     result = fuzz_cli.summary(outcomes, 0.0)

@@ -17,7 +17,6 @@ the rest are marked slow (TILESAFE_SLOW=1).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -101,8 +100,7 @@ VARIANTS = {
         ("let col = (idx / 512) * 8 + (idx / 8) % 8", "let col = (idx / 256) * 4 + (idx / 4) % 4")),
 }
 IN_CI = ("persistent_grid_8", "cute_blocks_4x4")
-SLOW = (pytest.mark.slow,
-        pytest.mark.skipif(not os.environ.get("TILESAFE_SLOW"), reason="TILESAFE_SLOW=1"))
+SLOW = (pytest.mark.slow,)
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=() if n in IN_CI else SLOW)

@@ -4,13 +4,12 @@ corpus/mutants/ records what the last full campaign found for every mutant of
 corpus/good/. Here a fixed sample of the mutants it records as killed (the entries marked
 `gate`: chosen across operators, cheap to verify) is regenerated and verified again; if one
 of them now survives, a checker lost a property it used to prove false. The slow test does
-the same for every baseline-killed mutant (TILESAFE_SLOW=1, as for the corpus's slow
-interpreter sweep: CI runs every test it collects).
+the same for every baseline-killed mutant (TILESAFE_SLOW=1, as for every test marked slow:
+tests/conftest.py).
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -55,7 +54,6 @@ def test_the_gate_fails_when_a_checker_is_weakened(monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("TILESAFE_SLOW"), reason="TILESAFE_SLOW=1 runs it")
 def test_every_baseline_killed_mutant_is_still_killed():
     killed = [e for e in ENTRIES if e.expected == "killed"]
     lost = _regressions(killed)

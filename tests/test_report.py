@@ -212,8 +212,6 @@ def test_pictures_show_the_refuted_element_in_chromium(page, tmp_path):
 def test_whole_corpus_report_renders(tmp_path):
     """Every good and bad corpus kernel in one report, rendered by Chromium (slow: it
     verifies the whole corpus; TILESAFE_SLOW=1 or -m slow)."""
-    if not os.environ.get("TILESAFE_SLOW"):
-        pytest.skip("set TILESAFE_SLOW=1")
     path = tmp_path / "corpus.html"
     cli("report", GOOD, BAD, "-o", path)
     html = path.read_text()

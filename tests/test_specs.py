@@ -6,7 +6,6 @@ cannot make a false "proved").
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -355,9 +354,7 @@ def _audit_mutants():
     return out
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("TILESAFE_SLOW"), reason="TILESAFE_SLOW=1 runs it: "
-                    "a drawn mutant's interpreter runs can take minutes")
+@pytest.mark.slow  # a drawn mutant's interpreter runs can take minutes
 @settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_proved_mutants_agree_with_the_interpreter(data):
