@@ -69,9 +69,9 @@ from tilesafe.frontend.span import Span
 from tilesafe.frontend.walk import statements
 from tilesafe.semantics.expr import evaluate
 from tilesafe.semantics.hw import tma_rules
-from tilesafe.semantics.hw.mbarrier import MbarrierError, MbarrierState
 from tilesafe.semantics.interpreter import interp_error as E
 from tilesafe.semantics.interpreter.interp_agents import Blocker, Copy, MmaOp, Thread
+from tilesafe.semantics.interpreter.interp_bars import BlockBarriers
 from tilesafe.semantics.interpreter.interp_compile import Compiler, finishing
 from tilesafe.semantics.interpreter.interp_error import InterpError
 from tilesafe.semantics.interpreter.interp_io import (
@@ -326,7 +326,7 @@ def _box_offsets(box: tuple[int, ...], eb: int, swizzle: str, base: int) -> np.n
 # ---- one block ----------------------------------------------------------------------------
 
 
-class _Block:
+class _Block(BlockBarriers):
     """One block: its shared memory, barrier states, copy engine and threads, run by the
     scheduler in `execute` over the closures interp_compile.py made for it."""
 
@@ -343,15 +343,7 @@ class _Block:
         self.smem = np.full(run.plan.total, SMEM_POISON, dtype=np.uint8)
         self.tags = np.full(run.plan.total, -1, dtype=np.int32) if run.track_proxy else None
         self.codecs = {dt: codec(dt, self.smem) for dt in ir.DType}
-        self.bars: dict[str, list[MbarrierState]] = {}
-        self.phase: dict[str, list[int]] = {}
-        self.init_by: dict[str, list[int | None]] = {}
-        self.fenced: dict[str, list[bool]] = {}
-        for b in self.kernel.barriers:
-            self.bars[b.name] = [MbarrierState()] * b.instances
-            self.phase[b.name] = [0] * b.instances
-            self.init_by[b.name] = [None] * b.instances
-            self.fenced[b.name] = [False] * b.instances
+        self.init_barriers()
         self.sync_count = 0
         self.sync_gen = 0
         # Named barriers: id -> [threads arrived in the current phase, phase, its count,
@@ -412,43 +404,6 @@ class _Block:
                            "exit keeps every CTA until its peers are done with it)", span, t,
                            rank=rank)
         return other
-
-    def model_err(self, exc: MbarrierError, label: str, span: Span,
-                  t: Thread | None) -> InterpError:
-        return self.err(exc.code, f"{label}: {exc.message}", span, t,
-                        barriers=self.barrier_states())
-
-    # -- barriers ---------------------------------------------------------------------------
-
-    def label(self, name: str, i: int) -> str:
-        return name if self.kernel.barrier(name).length is None else f"{name}[{i}]"
-
-    def bar_state_text(self, name: str, i: int) -> str:
-        st = self.bars[name][i]
-        if not st.initialized:
-            return f"{self.label(name, i)}: uninitialised"
-        return (f"{self.label(name, i)}: phase {self.phase[name][i]} (parity {st.parity}), "
-                f"pending {st.pending}/{st.expected}, tx {st.tx}")
-
-    def barrier_states(self) -> dict[str, str]:
-        return {self.label(n, i): self.bar_state_text(n, i)
-                for n, insts in self.bars.items() for i in range(len(insts))}
-
-    def bar_update(self, name: str, i: int, op: Callable[[MbarrierState], MbarrierState],
-                   span: Span, t: Thread | None) -> None:
-        old = self.bars[name][i]
-        if not old.initialized:
-            raise self.err(E.UNINIT, f"mbarrier {self.label(name, i)} used before init", span,
-                           t, barriers=self.barrier_states())
-        try:
-            new = op(old)
-        except MbarrierError as exc:
-            raise self.model_err(exc, self.label(name, i), span, t) from None
-        if new.parity != old.parity:
-            self.phase[name][i] += 1
-        self.bars[name][i] = new
-        if self.run.trace is not None:
-            self.note = self.bar_state_text(name, i)
 
     # -- the copy engine --------------------------------------------------------------------
 
