@@ -823,6 +823,9 @@ def _parser() -> argparse.ArgumentParser:
 
     add_mutate(sub)
     _add_dask(sub.choices["mutate"], "classify the mutants")
+    from tilesafe.moe.command import add_parser as add_compose
+
+    add_compose(sub)
     return p
 
 
@@ -894,6 +897,12 @@ def _cmd_mutate(args: argparse.Namespace, out: _Out) -> int:
     return run(args, out)
 
 
+def _cmd_compose(args: argparse.Namespace, out: _Out) -> int:
+    from tilesafe.moe.command import run
+
+    return run(args, out)
+
+
 def _cmd_check_certificates(args: argparse.Namespace, out: _Out) -> int:
     from tilesafe.certcheck import check_directory
 
@@ -950,7 +959,8 @@ def _cmd_report(args: argparse.Namespace, out: _Out) -> int:
 
 _COMMANDS = {"lint": _cmd_lint, "run": _cmd_run, "fmt": _cmd_fmt, "verify": _cmd_verify,
              "compile": _cmd_compile, "mutate": _cmd_mutate, "equiv": _cmd_equiv,
-             "check-certificates": _cmd_check_certificates, "report": _cmd_report}
+             "check-certificates": _cmd_check_certificates, "report": _cmd_report,
+             "compose": _cmd_compose}
 
 
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,

@@ -176,6 +176,13 @@ CODES: dict[str, str] = {
     "TS803": "value: a reduction's contributions differ (one dropped, doubled or negated)",
     "TS804": "value: a fill value (TMA out-of-bounds zero/NaN) arrived where data was meant",
     "TS890": "value: the ensures clause is not proved for every size (the launches agreed)",
+    "TS920": "compose: an executor's `requires` clause that the inspector's output violates "
+             "(a routing shows it)",
+    "TS921": "compose: an executor's `requires` clause not proved of the inspector's output "
+             "(a launch still checks it)",
+    "TS922": "compose: the executor cannot take the inspector's arrays as bound (a missing "
+             "tensor or size, a tensor that is not an `in` i32 vector, a `where` no routing "
+             "meets)",
     "TS901": "jit call: wrong arguments (too many, an unknown keyword, a parameter given twice "
              "or missing, a size no tensor's shape determines)",
     "TS902": "jit call: a tensor's shape disagrees with the kernel's (wrong rank, or a size read "

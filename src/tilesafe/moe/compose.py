@@ -1,0 +1,382 @@
+"""Inspector then executor: each of the executor's `requires` clauses proved of the
+inspector's output, for every routing and every size.
+
+Why: an executor (corpus/moe) is proved under its clauses on the routing; the launch checks
+them on the data. When the data is `tilesafe.moe.align`'s output, the clauses about it are
+facts about the inspector, provable once: then the composition needs no trust and no check
+of those clauses (only the router's ids, an input that arrives at run time, are checked at
+launch). This module binds the executor's index tensors to the inspector's arrays
+(`Binding`), translates each clause into z3 over the theory of tilesafe/moe/align_theory.py
+(with the lemmas of align_lemmas.py), and answers per clause:
+
+* "input": the clause reads no inspector output (the router's ids): assumed here, checked
+  at launch;
+* "proved": z3 shows it for every routing the input clauses allow, every size;
+* "refuted": a concrete routing on which align's output violates it (found by search on
+  small sizes, evaluated by the launch check's own code, semantics/access/requires_eval.py);
+* "unknown": neither (also a clause that reads a tensor the inspector does not produce);
+  it stays checked at launch.
+
+The meaning of a clause is the launch check's (docs/language.md section 13): a universal
+clause holds wherever its direct reads are inside their tensors; a read through a read is
+evaluated with short-circuit && / || and must be inside its tensor where it decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import z3
+
+from tilesafe.frontend import ir
+from tilesafe.moe.align_lemmas import FOR_OBLIGATIONS, LemmaResult, check, prove_lemmas, quantified
+from tilesafe.moe.align_theory import Defs
+from tilesafe.moe.compose_search import SizeLeaves
+from tilesafe.semantics.expr.z3_terms import floor_div, floor_mod
+
+FIELDS = ("topk_ids", "sorted_ids", "expert_ids")  # the inspector's arrays an executor reads
+CUTS = ("used", "allocated")  # Routing.used() (blocks in use) or the whole allocation
+
+
+class BindingError(Exception):
+    """The executor cannot take the inspector's arrays as bound (TS922)."""
+
+    def __init__(self, message: str, span: Any = None) -> None:
+        super().__init__(message)
+        self.span = span
+
+
+@dataclass(frozen=True)
+class Binding:
+    """Which executor tensor holds which inspector array, the executor's size that is the
+    number of experts, the block size B, and which cut of the arrays the launch passes."""
+
+    tensors: Mapping[str, str]  # executor tensor -> one of FIELDS
+    experts: str = "E"
+    block: int = 64
+    cut: str = "used"
+
+    @staticmethod
+    def default(kernel: ir.Kernel, block: int = 64, cut: str = "used") -> Binding:
+        """The corpus/moe names: topk, sids, be (those the kernel has)."""
+        names = {"topk": "topk_ids", "sids": "sorted_ids", "be": "expert_ids"}
+        have = {t.name for t in kernel.params}
+        return Binding({k: v for k, v in names.items() if k in have}, block=block, cut=cut)
+
+
+@dataclass(frozen=True)
+class ClauseVerdict:
+    index: int
+    text: str
+    line: int
+    status: str  # input | proved | refuted | unknown
+    detail: str = ""
+    routing: list[int] | None = None  # refuted: the router ids (flattened) and sizes
+    sizes: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Composition:
+    kernel: str
+    binding: Binding
+    lemmas: tuple[LemmaResult, ...]
+    clauses: tuple[ClauseVerdict, ...]
+
+    @property
+    def proved(self) -> bool:
+        """Every clause about the inspector's output proved (inputs are checked at launch)."""
+        return all(c.status in ("input", "proved") for c in self.clauses)
+
+    @property
+    def unchecked(self) -> frozenset[int]:
+        """The clauses a launch on this inspector's output need not check."""
+        return frozenset(c.index for c in self.clauses if c.status == "proved")
+
+
+# ---- binding the executor to the theory ------------------------------------------------------
+
+
+@dataclass
+class _Theory:
+    """The theory bound to one executor: functions and lengths of its bound tensors."""
+
+    d: Defs
+    sizes: dict[str, z3.ArithRef]
+    tensors: dict[str, tuple[z3.FuncDeclRef, z3.ArithRef]]  # name -> (function, length)
+    facts: list[z3.BoolRef]
+
+
+def _bind(kernel: ir.Kernel, binding: Binding) -> _Theory:
+    if binding.cut not in CUTS:
+        raise BindingError(f"cut must be one of {', '.join(CUTS)}, not {binding.cut!r}")
+    if binding.block < 1:
+        raise BindingError(f"the block must be positive, not {binding.block}")
+    if not binding.tensors:
+        raise BindingError(f"kernel '{kernel.name}' reads none of the inspector's arrays "
+                           f"(bind them with --bind)", kernel.span)
+    if binding.experts not in kernel.sizes:
+        raise BindingError(f"kernel '{kernel.name}' has no size `{binding.experts}` (the "
+                           f"number of experts; name it with --experts)", kernel.span)
+    d = Defs(binding.block)
+    sizes = {n: z3.Int(f"size_{n}") for n in kernel.sizes}
+    terms = SizeLeaves(sizes)
+    facts: list[z3.BoolRef] = [terms.fold(w) for w in kernel.where]
+    facts.append(sizes[binding.experts] == d.experts)
+    rows, blocks = z3.Int("rows"), z3.Int("blocks")
+    funcs = {"topk_ids": (d.ids, d.tk), "sorted_ids": (d.sids, rows),
+             "expert_ids": (d.be, blocks)}
+    tensors = {}
+    for name, what in binding.tensors.items():
+        if what not in FIELDS:
+            raise BindingError(f"`{name}` bound to {what!r}: the inspector's arrays are "
+                               f"{', '.join(FIELDS)}")
+        t = next((p for p in kernel.params if p.name == name), None)
+        if t is None:
+            raise BindingError(f"kernel '{kernel.name}' has no tensor `{name}`", kernel.span)
+        if len(t.shape) != 1 or t.dtype.value != "i32" or t.role is not ir.ParamRole.IN:
+            raise BindingError(f"`{name}` must be an `in` i32 vector to hold {what}", t.span)
+        func, length = funcs[what]
+        facts.append(terms.fold(t.shape[0]) == length)
+        tensors[name] = (func, length)
+    b = binding.block
+    facts += [rows == blocks * b, d.tk >= 0, d.experts >= 1]
+    if binding.cut == "used":
+        facts.append(rows == d.total)
+    else:  # allocated_blocks: the worst case, TK + E (B - 1) rows in whole blocks
+        worst = d.tk + d.experts * (b - 1)
+        facts += [blocks * b >= worst, (blocks - 1) * b < worst]
+    return _Theory(d, sizes, tensors, facts)
+
+
+def _theory_facts(t: _Theory) -> list[z3.BoolRef]:
+    p = z3.Int("q_sids_p")
+    sids_def = z3.ForAll([p], t.d.sids_def(p), patterns=[t.d.sids(p)])
+    return t.d.base() + [quantified(t.d, n) for n in FOR_OBLIGATIONS] + [sids_def] + t.facts
+
+
+# ---- clause terms -------------------------------------------------------------------------------
+
+
+class _Foreign(Exception):
+    """A clause reads a tensor the inspector does not produce."""
+
+
+@dataclass
+class _Term:
+    value: Any
+    ok: Any  # every read through a read that decides is inside its tensor
+
+
+class _Encoder:
+    """A clause's form (semantics/access/requires_form.py) as z3 terms with the launch
+    check's meaning; `domain` collects the bounds of the direct reads."""
+
+    def __init__(self, theory: _Theory, env: dict[str, z3.ArithRef]) -> None:
+        self.t, self.env = theory, env
+        self.domain: list[z3.BoolRef] = []
+        self.direct: list[z3.ExprRef] = []
+        self.reads: set[str] = set()
+
+    def term(self, f: list[Any]) -> _Term:
+        tag = f[0]
+        if tag == "int":
+            return _Term(z3.IntVal(f[1]), z3.BoolVal(True))
+        if tag == "size":
+            return _Term(self.t.sizes[f[1]], z3.BoolVal(True))
+        if tag == "var":
+            return _Term(self.env[f[1]], z3.BoolVal(True))
+        if tag == "load":
+            return self._load(f[1], f[2])
+        if tag == "un":
+            a = self.term(f[2])
+            return _Term(z3.Not(a.value) if f[1] == "!" else -a.value, a.ok)
+        if tag == "call":
+            args = [self.term(a) for a in f[2]]
+            ok = z3.And(*[a.ok for a in args])
+            v = [a.value for a in args]
+            if f[1] == "abs":
+                return _Term(z3.If(v[0] >= 0, v[0], -v[0]), ok)
+            pick = (lambda x, y: z3.If(x <= y, x, y)) if f[1] == "min" else (
+                lambda x, y: z3.If(x >= y, x, y))
+            out = v[0]
+            for x in v[1:]:
+                out = pick(out, x)
+            return _Term(out, ok)
+        return self._binary(f[1], self.term(f[2]), self.term(f[3]))
+
+    def _load(self, tensor: str, index: list[Any]) -> _Term:
+        if tensor not in self.t.tensors:
+            raise _Foreign(tensor)
+        self.reads.add(tensor)
+        func, length = self.t.tensors[tensor]
+        i = self.term(index[0])
+        inside = z3.And(0 <= i.value, i.value < length)
+        if _reads_nothing(index[0]):
+            self.domain.append(inside)
+            self.direct.append(func(i.value))
+            return _Term(func(i.value), i.ok)
+        return _Term(func(i.value), z3.And(i.ok, inside))
+
+    @staticmethod
+    def _binary(op: str, a: _Term, b: _Term) -> _Term:
+        if op == "&&":
+            return _Term(z3.And(a.value, b.value), z3.And(a.ok, z3.Or(z3.Not(a.value), b.ok)))
+        if op == "||":
+            return _Term(z3.Or(a.value, b.value), z3.And(a.ok, z3.Or(a.value, b.ok)))
+        ok = z3.And(a.ok, b.ok)
+        x, y = a.value, b.value
+        ops = {"+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y,
+               "/": lambda: floor_div(x, y), "%": lambda: floor_mod(x, y),
+               "==": lambda: x == y, "!=": lambda: x != y, "<": lambda: x < y,
+               "<=": lambda: x <= y, ">": lambda: x > y, ">=": lambda: x >= y}
+        return _Term(ops[op](), ok)
+
+
+def _reads_nothing(f: Any) -> bool:
+    """The form reads no tensor (a *direct* read's index)."""
+    if not isinstance(f, list):
+        return True
+    if f and f[0] == "load":
+        return False
+    return all(_reads_nothing(x) for x in f)
+
+
+# ---- obligations ------------------------------------------------------------------------------
+
+
+def _goal(theory: _Theory, clause: Mapping[str, Any], tag: str
+          ) -> tuple[list[z3.BoolRef], z3.BoolRef, set[str]]:
+    """(facts, goal, tensors read): the clause at fresh values of its variables -- the goal
+    follows from the facts for all of them exactly when the clause holds."""
+    env = {v: z3.Int(f"{tag}_{v}") for v in clause["vars"]}
+    if clause["kind"] == "all":
+        enc = _Encoder(theory, env)
+        c = enc.term(clause["cond"])
+        return enc.domain, z3.And(c.ok, c.value), enc.reads
+    var = clause["vars"][0]
+    p, q = env[var], z3.Int(f"{tag}_{var}_other")
+    bounds = _Encoder(theory, {})
+    lo, hi = bounds.term(clause["lo"]).value, bounds.term(clause["hi"]).value
+    ep, eq = _Encoder(theory, {var: p}), _Encoder(theory, {var: q})
+    vp, vq = ep.term(clause["value"]), eq.term(clause["value"])
+    dom_p = [lo <= p, p < hi] + ep.domain
+    dom_q = [lo <= q, q < hi] + eq.domain
+    if clause["kind"] == "sorted":
+        goal = z3.And(vp.ok, vq.ok, vp.value <= vq.value)
+        return dom_p + dom_q + [p < q], goal, ep.reads
+    if clause.get("vlo") is None:
+        vlo, vhi = z3.IntVal(0), hi - lo
+    else:
+        vlo, vhi = bounds.term(clause["vlo"]).value, bounds.term(clause["vhi"]).value
+
+    def counts(v: Any) -> Any:
+        return z3.And(vlo <= v, v < vhi)
+
+    distinct = z3.And(vp.ok, vq.ok, z3.Implies(z3.And(counts(vp.value), counts(vq.value)),
+                                               vp.value != vq.value))
+    if clause["kind"] == "injective":
+        return dom_p + dom_q + [p != q], distinct, ep.reads
+    # permutation: distinct, and every value v of the range is E(w) for some position w;
+    # the witness the theory knows is the pair's position, pos(v) (sids is pos's inverse)
+    v = z3.Int(f"{tag}_value")
+    w = theory.d.pos(v)
+    ew = _Encoder(theory, {var: w})
+    vw = ew.term(clause["value"])
+    taken = z3.And(lo <= w, w < hi, *ew.domain, vw.ok, vw.value == v)
+    goal = z3.And(z3.Implies(z3.And(*dom_p, *dom_q, p != q), distinct),
+                  z3.Implies(counts(v), taken))
+    return [], goal, ep.reads
+
+
+def _assumption(theory: _Theory, clause: Mapping[str, Any]) -> z3.BoolRef | None:
+    """An input clause (on the router's ids) as a quantified fact; None for the forms not
+    assumed (predicates: leaving a fact out only weakens what is assumed)."""
+    if clause["kind"] != "all":
+        return None
+    env = {v: z3.Int(f"a{clause['line']}_{v}") for v in clause["vars"]}
+    enc = _Encoder(theory, env)
+    try:
+        c = enc.term(clause["cond"])
+    except _Foreign:  # about tensors the inspector does not touch: nothing to assume
+        return None
+    body = z3.Implies(z3.And(*enc.domain), z3.And(c.ok, c.value))
+    if not env:
+        return body
+    if not enc.direct:
+        return None
+    return z3.ForAll(list(env.values()), body, patterns=[z3.MultiPattern(*enc.direct)])
+
+
+def compose(kernel: ir.Kernel, binding: Binding, search: bool = True) -> Composition:
+    """Every clause of `kernel` judged on the inspector's output (see the module docstring).
+    Raises BindingError when the executor cannot take the arrays as bound."""
+    from tilesafe.semantics.access import requires_form
+    from tilesafe.semantics.temporal.parametric import fresh_z3_context
+
+    forms = requires_form.encode(kernel)
+    with fresh_z3_context():
+        theory = _bind(kernel, binding)
+        lemmas = tuple(prove_lemmas(theory.d))
+        base = _theory_facts(theory)
+        if check(theory.facts + theory.d.base(), z3.BoolVal(False)) != "sat":
+            raise BindingError(
+                f"no launch of '{kernel.name}' takes the inspector's arrays as bound (its "
+                f"`where` and the shapes of the bound tensors contradict the {binding.cut} "
+                f"cut of a routing with blocks of {binding.block})", kernel.span)
+        kinds, verdicts = _classify(theory, forms)
+        assumed = [a for i, f in enumerate(forms) if kinds[i] == "input"
+                   for a in [_assumption(theory, f)] if a is not None]
+        broken = [r.name for r in lemmas if not r.proved]
+        for i, f in enumerate(forms):
+            if kinds[i] != "obligation":
+                continue
+            if broken:
+                verdicts[i] = _verdict(i, f, "unknown", f"lemmas not proved: {broken}")
+                continue
+            facts, goal, _ = _goal(theory, f, f"c{i}")
+            # the theory's facts are definitions and their theorems (conservative, so
+            # consistent); the sizes were found satisfiable above: no vacuity question
+            answer = check(base + assumed + facts, goal, vacuity=False)
+            verdicts[i] = (_verdict(i, f, "proved") if answer == "unsat" else
+                           _verdict(i, f, "unknown", f"z3 answered {answer}"))
+    if search:
+        from tilesafe.moe.compose_search import refute
+
+        for i, v in enumerate(verdicts):
+            if v is not None and v.status == "unknown":
+                found = refute(kernel, binding, forms, i, kinds)
+                if found is not None:
+                    verdicts[i] = found
+    return Composition(kernel.name, binding, lemmas, tuple(v for v in verdicts if v))
+
+
+def _classify(theory: _Theory, forms: tuple[dict[str, Any], ...]
+              ) -> tuple[list[str], list[ClauseVerdict | None]]:
+    """"input" (reads only the router's ids or tensors not bound at all), "obligation"
+    (reads the inspector's sorted ids or block table), or unknown at once (reads such an
+    output together with a tensor the inspector does not produce)."""
+    from tilesafe.semantics.access import requires_form
+
+    outputs = {n for n, (func, _) in theory.tensors.items() if func is not theory.d.ids}
+    kinds: list[str] = []
+    verdicts: list[ClauseVerdict | None] = []
+    for i, f in enumerate(forms):
+        read = set(requires_form.tensors((f,)))
+        foreign = read - set(theory.tensors)
+        if not read & outputs:
+            kinds.append("input")
+            verdicts.append(_verdict(i, f, "input", "checked at launch"))
+        elif foreign:
+            kinds.append("foreign")
+            verdicts.append(_verdict(i, f, "unknown", f"reads {', '.join(sorted(foreign))}, "
+                                     f"which the inspector does not produce"))
+        else:
+            kinds.append("obligation")
+            verdicts.append(None)
+    return kinds, verdicts
+
+
+def _verdict(i: int, f: Mapping[str, Any], status: str, detail: str = "") -> ClauseVerdict:
+    return ClauseVerdict(i, f["text"], f["line"], status, detail)
