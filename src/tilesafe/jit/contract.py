@@ -130,27 +130,35 @@ def bind(kernel: ir.Kernel, given: Mapping[str, Any], size_args: Mapping[str, in
     return Binding(dict(sizes), shapes, grid, dict(given), infos, allocate)
 
 
-def check_requires(kernel: ir.Kernel, binding: Binding) -> None:
+def check_requires(kernel: ir.Kernel, binding: Binding,
+                   proved: frozenset[int] = frozenset()) -> None:
     """The index tensors against the kernel's `requires` clauses, where they are (torch CUDA
     tensors on their GPU, one synchronisation), before the launch: JitError TS911 naming
     the clause, the element and its value (semantics/access/requires_eval.py). A proof of a
-    kernel with gathers covers only the data its clauses allow, and the data arrives now."""
+    kernel with gathers covers only the data its clauses allow, and the data arrives now.
+    `proved`: clauses (by index) a proof already established of this data -- the ones
+    `tilesafe compose` proved of the inspector's output, when the caller ran the inspector
+    (tilesafe.moe.pipeline) -- which are not evaluated again."""
     if not kernel.requires:
         return
     from tilesafe.semantics.access import requires_eval, requires_form
 
+    order = [i for i in range(len(kernel.requires)) if i not in proved]
+    if not order:
+        return
+    forms = requires_form.encode(kernel)
     arrays = {}
     for name, value in binding.given.items():
         info = binding.infos[name]
         arrays[name] = value if info.library == "torch" else np.asarray(value)
     try:
-        v = requires_eval.first_violation(requires_form.encode(kernel), binding.sizes, arrays)
+        v = requires_eval.first_violation([forms[i] for i in order], binding.sizes, arrays)
     except requires_eval.TooLarge as err:
-        raise JitError([Diagnostic(REQUIRES, str(err), kernel.requires[err.index].span,
+        raise JitError([Diagnostic(REQUIRES, str(err), kernel.requires[order[err.index]].span,
                                    hint="launch it with smaller index tensors")]) from None
     if v is not None:
         raise JitError([Diagnostic(REQUIRES, f"refusing the launch: {v.message()}",
-                                   kernel.requires[v.index].span)])
+                                   kernel.requires[order[v.index]].span)])
 
 
 # ---- one tensor ----------------------------------------------------------------------------

@@ -3,11 +3,13 @@ combine of corpus/moe, each a `tilesafe.jit` kernel.
 
 Why the composition needs no trust in the inspector: the GEMM's `requires` clauses are
 exactly what its proofs assume of the routing (bounds, every pair once, one expert per
-block, the block's expert the pair's), and `tilesafe.jit` checks them on the routing --
-on the GPU for torch CUDA tensors -- before every launch (TS911, naming the element). A
-routing the inspector got wrong, or one from another inspector (vLLM's, an expert-parallel
-one with -1 ids), is refused, never run into an out-of-bounds access. The executors'
-`ensures` say what each computes; composed, y[t] = sum_j tw[t, j] * (w[topk[t, j]] @ x[t])
+block, the block's expert the pair's), and `tilesafe compose` proves each clause about the
+routing of tilesafe.moe.align's output for every routing and size
+(tilesafe/moe/compose.py). The layer runs that proof when it is made and, since it runs
+the inspector itself, skips the proved clauses at launch; the clause on the router's ids
+(an input) is checked on every call, on the GPU for torch CUDA tensors (TS911, naming the
+element). A clause the proof does not establish stays checked. The executors' `ensures`
+say what each computes; composed, y[t] = sum_j tw[t, j] * (w[topk[t, j]] @ x[t])
 (tilesafe.moe.reference.moe).
 
 Top-2 routing, blocks of 64 rows, bf16 x [T, D] and w [E, N, D] (torch Linear layout),
@@ -40,6 +42,11 @@ class MoE:
         self.gemm = tj.jit(folder / "moe_gemm.tsk", device=device, cache=cache)
         self.combine = tj.jit(folder / "moe_combine.tsk", device=device, cache=cache)
         self.last_routing: Routing | None = None
+        from tilesafe.moe.compose import Binding, compose
+
+        # the GEMM's clauses proved of the inspector's used arrays (0.2 s): skipped at launch
+        self.composition = compose(self.gemm.kernel,
+                                   Binding.default(self.gemm.kernel, BLOCK, "used"))
 
     def route(self, topk_ids: Any) -> Routing:
         """The inspector on the router's ids (numpy or torch: on their device)."""
@@ -52,5 +59,7 @@ class MoE:
         routing = self.route(topk_ids)
         self.last_routing = routing
         sids, be = routing.used()  # the blocks in use: the GEMM's grid
-        inter = self.gemm(x, topk_ids.reshape(-1), topk_weights.reshape(-1), sids, be, w)
+        inter = self.gemm.call_with_proved(self.composition.unchecked, x, topk_ids.reshape(-1),
+                                           topk_weights.reshape(-1), sids, be, w)
         return self.combine(inter, T=int(x.shape[0]))
+
