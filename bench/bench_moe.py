@@ -14,7 +14,13 @@ expert pair for all, one token) at each shape:
   the inspector on the GPU, the launch checks of the GEMM's `requires` clauses on the
   routing, the two kernels -- and of torch's usual eager MoE on the same tensors: per
   expert, index_select of its tokens' rows, a bf16 matmul, the routing weights, index_add
-  into the output; and of the inspector alone (`route ms`: tilesafe.moe.align on the GPU).
+  into the output; and of the inspector alone (`route ms`: tilesafe.moe.align on the GPU);
+* **what the composition proof saves** (`check ms`): one call of the grouped GEMM with every
+  `requires` clause checked on the routing minus one with the clauses `tilesafe compose`
+  proved of the inspector's output skipped (the layer's way: only the router's ids checked);
+* **the gathered scale** (corpus/moe/moe_scale.tsk) through tilesafe.jit over the whole
+  allocation (the blocks of expert -1 and the sentinel rows masked by the kernel), bit for
+  bit against tilesafe.moe.reference.scale (`scale bits`).
 
 It prints one table; nothing is asserted beyond the bits (a mismatch is printed and the exit
 status is 1).
@@ -58,6 +64,19 @@ def torch_moe(torch, x, topk, tw, w):
     return y
 
 
+def scale_bits(torch, scale, x, ids, tw, r, e, rng, dev) -> bool:
+    """moe_scale over the whole allocation on the GPU, bit for bit against the reference."""
+    from tilesafe.moe import reference
+
+    s = rng.standard_normal((e, x.shape[1])).astype(np.float32)
+    xs = torch.from_numpy(x).to(dev)
+    inter = scale(xs, torch.from_numpy(ids.astype(np.int32)).to(dev).reshape(-1),
+                  torch.from_numpy(tw.reshape(-1)).to(dev), r.sorted_ids, r.expert_ids,
+                  torch.from_numpy(s).to(dev))
+    want = reference.scale(x, ids, tw.reshape(-1), s)
+    return np.array_equal(inter.cpu().numpy().view(np.uint32), want.view(np.uint32))
+
+
 def timed(torch, fn, reps: int = 20) -> float:
     """Median milliseconds of `fn()` over `reps` calls (after 3 warm-up calls)."""
     for _ in range(3):
@@ -87,13 +106,17 @@ def main(argv: list[str] | None = None) -> int:
     dev = torch.device("cuda")
     print(f"card: {torch.cuda.get_device_name(0)}, torch {torch.__version__}")
     print(f"{'T':>6} {'D':>5} {'N':>5} {'E':>3} {'routing':>9} {'blocks':>6} {'bits':>9} "
-          f"{'tilesafe ms':>11} {'torch ms':>9} {'ratio':>6} {'torch err':>9} {'route ms':>8}")
+          f"{'tilesafe ms':>11} {'torch ms':>9} {'ratio':>6} {'torch err':>9} {'route ms':>8} "
+          f"{'check ms':>8} {'scale bits':>10}")
     failed = 0
     shapes = QUICK if args.quick else SHAPES
     if args.shape is not None:
         shapes = [shapes[args.shape]]
     for t, d, n, e in shapes:
         layer = MoE(e, device="gpu", kernels=ROOT / "corpus" / "moe")
+        import tilesafe.jit as tj
+
+        scale = tj.jit(ROOT / "corpus" / "moe" / "moe_scale.tsk", device="gpu")
         for kind in KINDS:
             rng = np.random.default_rng(7)
             ids = routing.routing(kind, t, e, 2, rng)
@@ -115,11 +138,20 @@ def main(argv: list[str] | None = None) -> int:
                 torch, xg, idg.long(), twg, wg))
             route = timed(torch, lambda f=layer, idg=idg: f.route(idg))
             blocks = layer.last_routing.used_blocks if layer.last_routing else 0
+            r = layer.route(idg)
+            sids, be = r.used()
+            args = (xg, idg.reshape(-1), twg.reshape(-1), sids, be, wg)
+            full = timed(torch, lambda a=args, f=layer: f.gemm(*a))
+            proved = timed(torch, lambda a=args, f=layer: f.gemm.call_with_proved(
+                f.composition.unchecked, *a))
+            s_ok = scale_bits(torch, scale, x, ids, tw, r, e, rng, dev)
+            failed += not s_ok
             # torch rounds each expert's product to bf16 before weighting: its error, not ours
             err = float((ref - y).abs().max() / y.abs().max().clamp_min(1e-30))
             print(f"{tokens:>6} {d:>5} {n:>5} {e:>3} {kind:>9} {blocks:>6} "
                   f"{'bit-exact' if same else 'DIFFER':>9} {ours:>11.3f} {theirs:>9.3f} "
-                  f"{theirs / ours:>5.2f}x {err:>9.1e} {route:>8.3f}")
+                  f"{theirs / ours:>5.2f}x {err:>9.1e} {route:>8.3f} {full - proved:>8.3f} "
+                  f"{'bit-exact' if s_ok else 'DIFFER':>10}")
     return 1 if failed else 0
 
 

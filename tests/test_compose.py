@@ -238,3 +238,16 @@ def test_a_where_no_routing_meets_is_a_binding_error():
     k = _kernel(text)
     with pytest.raises(BindingError, match="no launch"):
         compose(k, Binding.default(k))
+
+
+def test_input_clauses_implied_by_every_id_being_an_expert():
+    """The layer skips an input clause only when align found no invalid id and the clause
+    follows from that; a clause about the ids that does not follow stays checked."""
+    text = TEMPLATE.format(clause="topk[t] != 0").replace(
+        "requires 0 <= topk[t] && topk[t] < E", "requires topk[t] < E && topk[t] >= 0")
+    k = _kernel(text)
+    c = compose(k, Binding.default(k))
+    assert [v.by_validity for v in c.clauses] == [True, False]
+    assert c.unchecked_when_valid == frozenset({0})
+    assert align(np.array([0, -1, 3, 2]), 3, 64).invalid == 2
+    assert align(np.array([0, 1, 2, 2]), 3, 64).invalid == 0

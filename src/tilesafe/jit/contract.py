@@ -131,7 +131,8 @@ def bind(kernel: ir.Kernel, given: Mapping[str, Any], size_args: Mapping[str, in
 
 
 def check_requires(kernel: ir.Kernel, binding: Binding,
-                   proved: frozenset[int] = frozenset()) -> None:
+                   proved: frozenset[int] = frozenset(),
+                   forms: tuple[dict[str, Any], ...] | None = None) -> None:
     """The index tensors against the kernel's `requires` clauses, where they are (torch CUDA
     tensors on their GPU, one synchronisation), before the launch: JitError TS911 naming
     the clause, the element and its value (semantics/access/requires_eval.py). A proof of a
@@ -146,7 +147,7 @@ def check_requires(kernel: ir.Kernel, binding: Binding,
     order = [i for i in range(len(kernel.requires)) if i not in proved]
     if not order:
         return
-    forms = requires_form.encode(kernel)
+    forms = requires_form.encode(kernel) if forms is None else forms
     arrays = {}
     for name, value in binding.given.items():
         info = binding.infos[name]

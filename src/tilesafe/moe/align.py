@@ -42,6 +42,7 @@ class Routing:
     total: int  # rows in use: a multiple of B (num_tokens_post_padded)
     pairs: int  # TK, the sentinel
     block: int  # B
+    invalid: int = 0  # pairs whose id is not an expert 0 .. E-1 (left out of the routing)
 
     @property
     def used_blocks(self) -> int:
@@ -85,7 +86,7 @@ def _align_numpy(ids: np.ndarray, experts: int, block: int) -> Routing:
     sorted_ids[offsets[e_sorted] + rank] = order
     expert_ids = np.full(nb, -1, dtype=np.int32)
     expert_ids[: total // block] = np.repeat(np.arange(experts), padded // block)
-    return Routing(sorted_ids, expert_ids, total, tk, block)
+    return Routing(sorted_ids, expert_ids, total, tk, block, int(tk - pairs.size))
 
 
 def _align_torch(ids: Any, experts: int, block: int) -> Routing:
@@ -110,5 +111,7 @@ def _align_torch(ids: Any, experts: int, block: int) -> Routing:
     expert_ids = torch.full((nb,), -1, dtype=torch.int32, device=dev)
     per_block = torch.repeat_interleave(torch.arange(experts, device=dev), padded // block)
     expert_ids[: per_block.numel()] = per_block.to(torch.int32)
-    total = int(offsets[-1].item())  # the host needs it: the executor's grid
-    return Routing(sorted_ids, expert_ids, total, tk, block)
+    # the host needs `total` (the executor's grid) and the count of invalid ids (whether
+    # the router's ids may skip their launch check): one synchronisation for both
+    total, kept = torch.stack([offsets[-1], valid.sum()]).tolist()
+    return Routing(sorted_ids, expert_ids, int(total), tk, block, tk - int(kept))

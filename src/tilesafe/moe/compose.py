@@ -24,6 +24,7 @@ evaluated with short-circuit && / || and must be inside its tensor where it deci
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,6 +76,7 @@ class ClauseVerdict:
     detail: str = ""
     routing: list[int] | None = None  # refuted: the router ids (flattened) and sizes
     sizes: dict[str, int] = field(default_factory=dict)
+    by_validity: bool = False  # an input implied by every router id being an expert
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,12 @@ class Composition:
     def unchecked(self) -> frozenset[int]:
         """The clauses a launch on this inspector's output need not check."""
         return frozenset(c.index for c in self.clauses if c.status == "proved")
+
+    @property
+    def unchecked_when_valid(self) -> frozenset[int]:
+        """... and those too when the inspector found every router id an expert
+        (`Routing.invalid == 0`): the input clauses that this implies."""
+        return self.unchecked | frozenset(c.index for c in self.clauses if c.by_validity)
 
 
 # ---- binding the executor to the theory ------------------------------------------------------
@@ -328,6 +336,11 @@ def compose(kernel: ir.Kernel, binding: Binding, search: bool = True) -> Composi
         kinds, verdicts = _classify(theory, forms)
         assumed = [a for i, f in enumerate(forms) if kinds[i] == "input"
                    for a in [_assumption(theory, f)] if a is not None]
+        for i, f in enumerate(forms):
+            if kinds[i] == "input" and _implied_by_validity(theory, f, f"v{i}"):
+                verdicts[i] = dataclasses.replace(
+                    verdicts[i], by_validity=True, detail="checked at launch, or implied "
+                    "when align finds every router id an expert (Routing.invalid == 0)")
         broken = [r.name for r in lemmas if not r.proved]
         for i, f in enumerate(forms):
             if kinds[i] != "obligation":
@@ -350,6 +363,29 @@ def compose(kernel: ir.Kernel, binding: Binding, search: bool = True) -> Composi
                 if found is not None:
                     verdicts[i] = found
     return Composition(kernel.name, binding, lemmas, tuple(v for v in verdicts if v))
+
+
+def _implied_by_validity(theory: _Theory, clause: Mapping[str, Any], tag: str) -> bool:
+    """Does "every pair's id is an expert" imply this clause on the router's ids?"""
+    if not all(theory.tensors.get(n, (None,))[0] is theory.d.ids
+               for n in _tensors_read(clause)):
+        return False
+    d = theory.d
+    i = z3.Int(f"{tag}_pair")
+    valid = z3.ForAll([i], z3.Implies(z3.And(0 <= i, i < d.tk),
+                                      z3.And(0 <= d.ids(i), d.ids(i) < d.experts)),
+                      patterns=[d.ids(i)])
+    try:
+        facts, goal, _ = _goal(theory, clause, tag)
+    except _Foreign:
+        return False
+    return check(theory.facts + d.base() + [valid] + facts, goal, vacuity=False) == "unsat"
+
+
+def _tensors_read(clause: Mapping[str, Any]) -> list[str]:
+    from tilesafe.semantics.access import requires_form
+
+    return requires_form.tensors((clause,))
 
 
 def _classify(theory: _Theory, forms: tuple[dict[str, Any], ...]

@@ -6,9 +6,11 @@ exactly what its proofs assume of the routing (bounds, every pair once, one expe
 block, the block's expert the pair's), and `tilesafe compose` proves each clause about the
 routing of tilesafe.moe.align's output for every routing and size
 (tilesafe/moe/compose.py). The layer runs that proof when it is made and, since it runs
-the inspector itself, skips the proved clauses at launch; the clause on the router's ids
-(an input) is checked on every call, on the GPU for torch CUDA tensors (TS911, naming the
-element). A clause the proof does not establish stays checked. The executors' `ensures`
+the inspector itself, skips the proved clauses at launch. The clause on the router's ids
+(an input) is implied by "every id is an expert", which the inspector counts as it
+routes (`Routing.invalid`): with none invalid it is skipped too, otherwise the launch
+check runs and names the first bad id (TS911, on the GPU for torch CUDA tensors). A clause
+the proof does not establish stays checked. The executors' `ensures`
 say what each computes; composed, y[t] = sum_j tw[t, j] * (w[topk[t, j]] @ x[t])
 (tilesafe.moe.reference.moe).
 
@@ -59,7 +61,12 @@ class MoE:
         routing = self.route(topk_ids)
         self.last_routing = routing
         sids, be = routing.used()  # the blocks in use: the GEMM's grid
-        inter = self.gemm.call_with_proved(self.composition.unchecked, x, topk_ids.reshape(-1),
+        # the clauses proved of the inspector's output are not checked again; the router's
+        # ids need no check either when the inspector found every one an expert (it counts
+        # them as it routes) -- otherwise the launch check names the first bad one (TS911)
+        skip = (self.composition.unchecked_when_valid if routing.invalid == 0 else
+                self.composition.unchecked)
+        inter = self.gemm.call_with_proved(skip, x, topk_ids.reshape(-1),
                                            topk_weights.reshape(-1), sids, be, w)
         return self.combine(inter, T=int(x.shape[0]))
 

@@ -126,6 +126,9 @@ class _Numpy:
         return np.bincount(a, minlength=n)
 
 
+_DEVICE_CONSTS: dict[tuple[str, type, int | bool], Any] = {}  # never written in place
+
+
 class _Torch(_Numpy):
     """On the tensors' device: nothing leaves it but the answer."""
 
@@ -134,8 +137,16 @@ class _Torch(_Numpy):
         self.device = device
 
     def const(self, v: int | bool) -> Any:
-        dtype = self.t.bool if isinstance(v, bool) else self.t.int64
-        return self.t.tensor(v, dtype=dtype, device=self.device)
+        # one copy to the device per constant, kept: a clause's constants are the same at
+        # every launch, and each fresh one was a blocking host-to-device copy
+        key = (str(self.device), type(v), v)
+        c = _DEVICE_CONSTS.get(key)
+        if c is None:
+            dtype = self.t.bool if isinstance(v, bool) else self.t.int64
+            c = self.t.tensor(v, dtype=dtype, device=self.device)
+            if len(_DEVICE_CONSTS) < 4096:
+                _DEVICE_CONSTS[key] = c
+        return c
 
     def arange(self, lo: int, hi: int) -> Any:
         return self.t.arange(lo, hi, dtype=self.t.int64, device=self.device)
