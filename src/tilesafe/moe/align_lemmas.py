@@ -326,6 +326,25 @@ def check(facts: Sequence[z3.BoolRef], goal: z3.BoolRef, rlimit: int = RLIMIT,
     if alone != z3.sat:
         return "vacuous" if alone == z3.unsat else f"facts {alone}"
     s.add(z3.Not(goal))
+    answer = s.check()
+    if answer != z3.unknown:
+        return str(answer)
+    # E-matching over quantified facts depends on the order z3 numbered the terms in
+    # (the process's history) and on its version: the same query, read back from its text
+    # into a context of its own, with more resources and model-based instantiation, is
+    # the second try -- its answer is as trustworthy as the first's
+    return _fresh(s.to_smt2(), rlimit * RETRY)
+
+
+RETRY = 10  # the second try's resources, as a multiple of the first's
+
+
+def _fresh(smt2: str, rlimit: int) -> str:
+    ctx = z3.Context()
+    s = z3.Solver(ctx=ctx)
+    s.set("rlimit", rlimit)
+    s.set("smt.mbqi", True)
+    s.from_string(smt2)
     return str(s.check())
 
 

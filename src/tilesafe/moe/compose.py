@@ -32,6 +32,7 @@ from typing import Any
 import z3
 
 from tilesafe.frontend import ir
+from tilesafe.moe import ground
 from tilesafe.moe.align_lemmas import FOR_OBLIGATIONS, LemmaResult, check, prove_lemmas, quantified
 from tilesafe.moe.align_theory import Defs
 from tilesafe.moe.compose_search import SizeLeaves
@@ -351,7 +352,7 @@ def compose(kernel: ir.Kernel, binding: Binding, search: bool = True) -> Composi
             facts, goal, _ = _goal(theory, f, f"c{i}")
             # the theory's facts are definitions and their theorems (conservative, so
             # consistent); the sizes were found satisfiable above: no vacuity question
-            answer = check(base + assumed + facts, goal, vacuity=False)
+            answer = _entails(base + assumed + facts, goal)
             verdicts[i] = (_verdict(i, f, "proved") if answer == "unsat" else
                            _verdict(i, f, "unknown", f"z3 answered {answer}"))
     if search:
@@ -379,7 +380,18 @@ def _implied_by_validity(theory: _Theory, clause: Mapping[str, Any], tag: str) -
         facts, goal, _ = _goal(theory, clause, tag)
     except _Foreign:
         return False
-    return check(theory.facts + d.base() + [valid] + facts, goal, vacuity=False) == "unsat"
+    return _entails(theory.facts + d.base() + [valid] + facts, goal) == "unsat"
+
+
+def _entails(given: list[z3.BoolRef], goal: z3.BoolRef) -> str:
+    """"unsat" when `given` implies `goal`. First without quantifiers: the ground facts
+    and the instances of the quantified ones at the query's terms (moe/ground.py), which
+    z3 decides; only if that does not settle it, the quantified facts themselves."""
+    inst = ground.instances(given, goal)
+    plain = [f for f in given if not z3.is_quantifier(f)] + inst
+    if check(plain, goal, vacuity=False) == "unsat":
+        return "unsat"
+    return check(given, goal, vacuity=False)
 
 
 def _tensors_read(clause: Mapping[str, Any]) -> list[str]:

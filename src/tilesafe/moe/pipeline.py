@@ -46,7 +46,7 @@ class MoE:
         self.last_routing: Routing | None = None
         from tilesafe.moe.compose import Binding, compose
 
-        # the GEMM's clauses proved of the inspector's used arrays (0.2 s): skipped at launch
+        # the GEMM's clauses proved of the inspector's used arrays (about 1 s): skipped at launch
         self.composition = compose(self.gemm.kernel,
                                    Binding.default(self.gemm.kernel, BLOCK, "used"))
 
