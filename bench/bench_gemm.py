@@ -8,8 +8,9 @@ neither):
     python bench/bench_gemm.py run DIR       # GPU machine: numpy, cuda-python, torch
 
 `gemm_multicast` is `gemm` in clusters of two CTAs sharing each B tile by TMA multicast
-(corpus/cluster/gemm_multicast.tsk), launched with cuLaunchKernelEx and the cluster
-dimension: the same table shows what the multicast buys over `gemm` at every shape.
+(bench/kernels/gemm_multicast.tsk: a benchmark kernel, its proof unknown), launched with
+cuLaunchKernelEx and the cluster dimension: the same table shows what the multicast buys
+over `gemm` at every shape.
 
 `run` synthesises A and B on the device machine from multiples of 1/4 in [-2, 2]: every
 product and partial sum is then exact in f32 (|sum| <= 4 K with granularity 1/16 stays below
@@ -48,7 +49,7 @@ def _mnk(m: int, n: int, k: int) -> dict[str, int]:
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 2048), (4000, 4000, 4000),
           (8192, 8192, 1000)]
-LADDER = [("gemm_multicast", "corpus/cluster/gemm_multicast.tsk"),
+LADDER = [("gemm_multicast", "bench/kernels/gemm_multicast.tsk"),
           ("gemm", "corpus/wgmma/gemm.tsk"),
           ("gemm_halves", "bench/kernels/gemm_halves.tsk"),
           ("gemm_persistent", "corpus/wgmma/gemm_persistent.tsk"),

@@ -155,16 +155,32 @@ def test_remote_arrive_on_an_unpublished_init():
     assert code_of(body, policy="random") == "TS405"
 
 
+def test_mma_multicast_equals_its_specification():
+    """corpus/cluster/mma_multicast.tsk on exact inputs (small integers: every partial sum
+    exact in f32) at two sizes: its `ensures` is checked by testing, here and on the GPU."""
+    from tilesafe.semantics.interpreter.interp_io import tensor_shapes
+    from tilesafe.semantics.value import spec_eval
+    from tilesafe.semantics.value.spec_inputs import value_inputs
+
+    k = kernel_of("mma_multicast")
+    for sizes in ({"M": 128, "N": 128, "K": 64}, {"M": 256, "N": 256, "K": 320}):
+        inputs = value_inputs(k, sizes, 500, True)
+        for policy, seed in (("random", 0), ("pct", 1)):
+            got = run_kernel(k, sizes, inputs, seed=seed, policy=policy).tensors["c"]
+            want = spec_eval.expected(k, k.ensures[0], sizes, inputs, tensor_shapes(k, sizes))
+            np.testing.assert_array_equal(got, want.astype(got.dtype))
+
+
 @pytest.mark.slow
 def test_multicast_gemm_equals_its_specification():
-    """corpus/cluster/gemm_multicast.tsk (clusters of two 384-thread CTAs, B multicast,
+    """bench/kernels/gemm_multicast.tsk (clusters of two 384-thread CTAs, B multicast,
     wgmma) on exact inputs (small integers: every partial sum exact in f32), a ragged size
     whose odd row-tile count leaves CTA 1 of the last cluster past M (about 20 s)."""
     from tilesafe.semantics.interpreter.interp_io import tensor_shapes
     from tilesafe.semantics.value import spec_eval
     from tilesafe.semantics.value.spec_inputs import value_inputs
 
-    k = kernel_of("gemm_multicast")
+    k = load_program(HERE.parent / "bench" / "kernels" / "gemm_multicast.tsk").kernels[0]
     sizes = {"M": 200, "N": 264, "K": 136}
     inputs = value_inputs(k, sizes, 500, True)
     got = run_kernel(k, sizes, inputs, seed=0).tensors["c"]

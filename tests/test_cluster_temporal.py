@@ -60,6 +60,17 @@ def test_multicast_ring_proved_for_every_trip_count():
     assert all(o.verdict is Verdict.PROVED for o in obs)
 
 
+@pytest.mark.slow
+def test_mma_multicast_proved_for_every_trip_count():
+    """Tensor cores fed by a ring whose B stages the two CTAs take turns to multicast:
+    wgmma groups, remote arrivals at cluster scope, both CTAs' lifetimes (about 2 minutes)."""
+    obs = verdicts(kernel_at(ROOT / "corpus" / "cluster" / "mma_multicast.tsk"))
+    assert obs and all(o.verdict is Verdict.PROVED for o in obs), [
+        (o.name, o.verdict, o.message) for o in obs if o.verdict is not Verdict.PROVED]
+    names = {o.name.split(": ", 1)[1] for o in obs}
+    assert {"cluster-lifetime", "cluster-scope", "mmas-done-at-exit"} <= names
+
+
 BAD = {
     "ts432_dsmem_read_after_peer_exit": ("TS432", ("cta 1", "finished")),
     "ts309_remote_arrive_cta_scope": ("TS309", ("cta1", "ready@cta0", ".cta scope")),

@@ -72,7 +72,7 @@ def test_every_operator_family_fires_on_the_corpus():
     for name in ("pipeline2", "ragged_tail", "smem_fence_tma_store", "tma_copy_single",
                  "transpose_swizzled", "cute_layout", "named_handoff"):
         seen.update(_by_operator(GOOD / f"{name}.tsk"))
-    seen.update(_by_operator(ROOT / "corpus" / "cluster" / "gemm_multicast.tsk"))
+    seen.update(_by_operator(ROOT / "bench" / "kernels" / "gemm_multicast.tsk"))
     families = {op.split(".")[0] if op.split(".")[0] in ("int", "delete", "cluster") else op
                 for op in seen}
     # no corpus TMA coordinate is a sum at the top; coord-drop is checked on its own below

@@ -165,8 +165,9 @@ def wgmma_cases(seeds: int) -> Iterator[Case]:
     accumulator is an integer below 2^24, so any summation order gives the same bits) and
     full-range u8. A wrong descriptor, swizzle, fragment map or k-step permutes or drops
     products and shows as a different integer."""
-    paths = sorted((ROOT / "corpus" / "wgmma").glob("*.tsk")) + sorted(
-        (ROOT / "corpus" / "cluster").glob("gemm*.tsk"))  # the multicast GEMM too
+    paths = sorted((ROOT / "corpus" / "wgmma").glob("*.tsk")) + [
+        ROOT / "corpus" / "cluster" / "mma_multicast.tsk",  # tensor cores in clusters
+        ROOT / "bench" / "kernels" / "gemm_multicast.tsk"]
     for path in paths:
         kernel = load_program(path).kernels[0]
         compiled = compile_kernel(kernel, str(path), unverified_banner(
