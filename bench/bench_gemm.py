@@ -56,7 +56,8 @@ LADDER = [("gemm_multicast", "bench/kernels/gemm_multicast.tsk"),
           ("gemm_tma_epi", "corpus/wgmma/gemm_tma_epi.tsk"),
           ("gemm_ws", "corpus/wgmma/gemm_ws.tsk"),
           ("two_consumers_mma", "corpus/wgmma/two_consumers_mma.tsk"),
-          ("tma_ring_mma", "corpus/wgmma/tma_ring_mma.tsk")]
+          ("tma_ring_mma", "corpus/wgmma/tma_ring_mma.tsk"),
+          ("mma_multicast", "corpus/cluster/mma_multicast.tsk")]
 BENCHES = [Gemm(f"{m}x{n}x{k} {name}", path, _mnk(m, n, k))
            for (m, n, k) in SHAPES for name, path in LADDER] + \
           [Gemm(f"{m}x{n}x{k} {name} f16", path, _mnk(m, n, k), "f16")
