@@ -167,10 +167,13 @@ def test_proved_clauses_hold_on_every_routing(ids, e, cut):
             _assert_violated(k, cut, ids, None, violated=False)
 
 
-def _assert_violated(k, cut: str, ids, sizes, violated: bool) -> None:
+def _assert_violated(k, cut: str, ids, sizes, violated: bool, shape=(-1,)) -> None:
     r = align(np.array(ids), int(sizes["E"]) if sizes else max(ids) + 1, 64)
     sids, be = r.used() if cut == "used" else (r.sorted_ids, r.expert_ids)
-    arrays = {"topk": np.array(ids, dtype=np.int32), "sids": sids, "be": be}
+    topk = np.array(ids, dtype=np.int32).reshape(shape)
+    names = {t.name for t in k.params}
+    arrays = {"topk": topk, "sids": sids, "be": be} if "sids" in names else {
+        "topk_ids": topk, "sorted_token_ids": sids, "expert_ids": be}
     if sizes is None:
         sizes = {"T": len(ids) // 2, "TK": len(ids), "E": max(ids) + 1, "P": sids.size,
                  "NB": be.size}
@@ -251,3 +254,34 @@ def test_input_clauses_implied_by_every_id_being_an_expert():
     assert c.unchecked_when_valid == frozenset({0})
     assert align(np.array([0, -1, 3, 2]), 3, 64).invalid == 2
     assert align(np.array([0, 1, 2, 2]), 3, 64).invalid == 0
+
+
+VLLM = """kernel t(topk_ids: in global i32[T, 2], sorted_token_ids: in global i32[P],
+         expert_ids: in global i32[NB], y: out global f32[P])
+  where T > 0, T <= 65536, E > 0, E <= 256, NB > 0, NB <= 8192, P == 64 * NB
+  grid (NB) block 64
+  requires 0 <= topk_ids[t, k] && topk_ids[t, k] < E
+  requires 0 <= sorted_token_ids[p] && sorted_token_ids[p] <= 2 * T
+  requires permutation(p in 0 .. P: sorted_token_ids[p], 0 .. 2 * T)
+  requires LINK(64)
+  requires LINK(128)
+{
+  y[block.x * 64 + thread] = 0.0
+}
+""".replace("LINK(64)", "sorted_token_ids[p] == 2 * T || topk_ids[sorted_token_ids[p] / 2, "
+            "sorted_token_ids[p] % 2] == expert_ids[p / 64]").replace(
+    "LINK(128)", "sorted_token_ids[p] == 2 * T || topk_ids[sorted_token_ids[p] / 2, "
+    "sorted_token_ids[p] % 2] == expert_ids[p / 128]")
+
+
+def test_vllm_names_and_topk_as_tokens_by_choices():
+    """vLLM's names bind by default, and its [T, K] topk_ids: pair t K + k at [t, k]."""
+    k = _kernel(VLLM)
+    c = compose(k, Binding.default(k))
+    assert dict(c.binding.tensors) == {"topk_ids": "topk_ids",
+                                       "sorted_token_ids": "sorted_ids",
+                                       "expert_ids": "expert_ids"}
+    assert [v.status for v in c.clauses] == ["input", "proved", "proved", "proved", "refuted"]
+    assert c.clauses[0].by_validity
+    bad = c.clauses[4]
+    _assert_violated(k, "used", bad.routing, bad.sizes, violated=True, shape=(-1, 2))

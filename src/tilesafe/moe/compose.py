@@ -62,10 +62,16 @@ class Binding:
 
     @staticmethod
     def default(kernel: ir.Kernel, block: int = 64, cut: str = "used") -> Binding:
-        """The corpus/moe names: topk, sids, be (those the kernel has)."""
-        names = {"topk": "topk_ids", "sids": "sorted_ids", "be": "expert_ids"}
-        have = {t.name for t in kernel.params}
-        return Binding({k: v for k, v in names.items() if k in have}, block=block, cut=cut)
+        """The executor's tensors named as corpus/moe and vLLM name them (those it has):
+        topk / topk_ids, sids / sorted_ids / sorted_token_ids, be / expert_ids."""
+        have = [t.name for t in kernel.params]
+        tensors = {n: f for f, names in ALIASES.items() for n in names if n in have}
+        return Binding(tensors, block=block, cut=cut)
+
+
+ALIASES = {"topk_ids": ("topk", "topk_ids"),
+           "sorted_ids": ("sids", "sorted_ids", "sorted_token_ids"),
+           "expert_ids": ("be", "expert_ids")}
 
 
 @dataclass(frozen=True)
@@ -107,13 +113,23 @@ class Composition:
 # ---- binding the executor to the theory ------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Bound:
+    """An executor tensor bound to an inspector array: element [i0, i1, ..] is
+    func(i0 * strides[0] + i1 * strides[1] + ..), inside `extents`."""
+
+    func: z3.FuncDeclRef
+    extents: tuple[z3.ArithRef, ...]
+    strides: tuple[int, ...]
+
+
 @dataclass
 class _Theory:
     """The theory bound to one executor: functions and lengths of its bound tensors."""
 
     d: Defs
     sizes: dict[str, z3.ArithRef]
-    tensors: dict[str, tuple[z3.FuncDeclRef, z3.ArithRef]]  # name -> (function, length)
+    tensors: dict[str, _Bound]
     facts: list[z3.BoolRef]
 
 
@@ -144,11 +160,8 @@ def _bind(kernel: ir.Kernel, binding: Binding) -> _Theory:
         t = next((p for p in kernel.params if p.name == name), None)
         if t is None:
             raise BindingError(f"kernel '{kernel.name}' has no tensor `{name}`", kernel.span)
-        if len(t.shape) != 1 or t.dtype.value != "i32" or t.role is not ir.ParamRole.IN:
-            raise BindingError(f"`{name}` must be an `in` i32 vector to hold {what}", t.span)
         func, length = funcs[what]
-        facts.append(terms.fold(t.shape[0]) == length)
-        tensors[name] = (func, length)
+        tensors[name] = _shape(t, what, func, length, terms, facts)
     b = binding.block
     facts += [rows == blocks * b, d.tk >= 0, d.experts >= 1]
     if binding.cut == "used":
@@ -157,6 +170,25 @@ def _bind(kernel: ir.Kernel, binding: Binding) -> _Theory:
         worst = d.tk + d.experts * (b - 1)
         facts += [blocks * b >= worst, (blocks - 1) * b < worst]
     return _Theory(d, sizes, tensors, facts)
+
+
+def _shape(t: ir.GlobalTensor, what: str, func: z3.FuncDeclRef, length: z3.ArithRef,
+           terms: SizeLeaves, facts: list[z3.BoolRef]) -> _Bound:
+    """How an executor tensor's elements map onto the inspector's array: a vector one to
+    one; the router's ids also as [T, K] (vLLM's topk_ids), pair t K + k at [t, k], for a
+    constant K."""
+    if t.dtype.value != "i32" or t.role is not ir.ParamRole.IN:
+        raise BindingError(f"`{t.name}` must be an `in` i32 tensor to hold {what}", t.span)
+    if len(t.shape) == 1:
+        facts.append(terms.fold(t.shape[0]) == length)
+        return _Bound(func, (terms.fold(t.shape[0]),), (1,))
+    k = t.shape[1] if len(t.shape) == 2 else None
+    if what != "topk_ids" or not isinstance(k, ir.IntConst) or k.value < 1:
+        raise BindingError(f"`{t.name}` must be a vector to hold {what} (the router's ids "
+                           f"may also be [T, K] with a constant K)", t.span)
+    rows = terms.fold(t.shape[0])
+    facts.append(rows * k.value == length)
+    return _Bound(func, (rows, z3.IntVal(k.value)), (k.value, 1))
 
 
 def _theory_facts(t: _Theory) -> list[z3.BoolRef]:
@@ -219,14 +251,20 @@ class _Encoder:
         if tensor not in self.t.tensors:
             raise _Foreign(tensor)
         self.reads.add(tensor)
-        func, length = self.t.tensors[tensor]
-        i = self.term(index[0])
-        inside = z3.And(0 <= i.value, i.value < length)
-        if _reads_nothing(index[0]):
+        bound = self.t.tensors[tensor]
+        if len(index) != len(bound.extents):
+            raise _Foreign(tensor)
+        parts = [self.term(i) for i in index]
+        inside = z3.And(*[z3.And(0 <= p.value, p.value < x)
+                          for p, x in zip(parts, bound.extents, strict=True)])
+        flat = sum((p.value * k for p, k in zip(parts, bound.strides, strict=True)),
+                   z3.IntVal(0))
+        ok = z3.And(*[p.ok for p in parts])
+        if all(_reads_nothing(i) for i in index):
             self.domain.append(inside)
-            self.direct.append(func(i.value))
-            return _Term(func(i.value), i.ok)
-        return _Term(func(i.value), z3.And(i.ok, inside))
+            self.direct.append(bound.func(flat))
+            return _Term(bound.func(flat), ok)
+        return _Term(bound.func(flat), z3.And(ok, inside))
 
     @staticmethod
     def _binary(op: str, a: _Term, b: _Term) -> _Term:
@@ -318,6 +356,62 @@ def _assumption(theory: _Theory, clause: Mapping[str, Any]) -> z3.BoolRef | None
     return z3.ForAll(list(env.values()), body, patterns=[z3.MultiPattern(*enc.direct)])
 
 
+def _validity_from_inputs(theory: _Theory, inputs: list[Mapping[str, Any]]
+                          ) -> list[z3.BoolRef]:
+    """"Every pair's id is an expert", as one fact over the flat pair index, when the input
+    clauses imply it. Why: a clause over [T, K] ids (`topk_ids[t, k]`) is quantified over
+    (t, k), and its patterns, ids(t K + k), never match the ids(i) of an obligation; the
+    flat fact does. Shown by instantiating each clause whose direct read of the ids is at
+    plain variables at (i / K, i % K) for a fresh pair i (linear arithmetic: z3 decides)."""
+    d = theory.d
+    i = z3.Int("flat_pair")
+    facts: list[z3.BoolRef] = []
+    for clause in inputs:
+        inst = _at_pair(theory, clause, i)
+        if inst is not None:
+            facts.append(inst)
+    goal = z3.Implies(z3.And(0 <= i, i < d.tk), z3.And(0 <= d.ids(i), d.ids(i) < d.experts))
+    if not facts or check(theory.facts + d.base() + facts, goal, vacuity=False) != "unsat":
+        return []
+    q = z3.Int("q_flat_pair")
+    return [z3.ForAll([q], z3.Implies(z3.And(0 <= q, q < d.tk), z3.And(
+        0 <= d.ids(q), d.ids(q) < d.experts)), patterns=[d.ids(q)])]
+
+
+def _at_pair(theory: _Theory, clause: Mapping[str, Any], i: z3.ArithRef) -> z3.BoolRef | None:
+    """The clause at the variables that make its first direct read of the ids read pair i."""
+    if clause["kind"] != "all":
+        return None
+    load = _first_load(clause["cond"])
+    if load is None or load[1] not in theory.tensors or any(
+            x[0] != "var" for x in load[2]):
+        return None
+    bound = theory.tensors[load[1]]
+    env: dict[str, Any] = {v: z3.Int(f"free_{v}") for v in clause["vars"]}
+    rest = i
+    for x, stride in zip(load[2], bound.strides, strict=True):
+        env[x[1]] = rest / stride if stride > 1 else rest
+        rest = rest % stride if stride > 1 else rest
+    enc = _Encoder(theory, env)
+    try:
+        c = enc.term(clause["cond"])
+    except _Foreign:
+        return None
+    return z3.Implies(z3.And(*enc.domain), z3.And(c.ok, c.value))
+
+
+def _first_load(f: Any) -> list[Any] | None:
+    if not isinstance(f, list) or not f:
+        return None
+    if f[0] == "load" and _reads_nothing(f[2]):
+        return f
+    for x in f:
+        found = _first_load(x)
+        if found is not None:
+            return found
+    return None
+
+
 def compose(kernel: ir.Kernel, binding: Binding, search: bool = True) -> Composition:
     """Every clause of `kernel` judged on the inspector's output (see the module docstring).
     Raises BindingError when the executor cannot take the arrays as bound."""
@@ -335,8 +429,9 @@ def compose(kernel: ir.Kernel, binding: Binding, search: bool = True) -> Composi
                 f"`where` and the shapes of the bound tensors contradict the {binding.cut} "
                 f"cut of a routing with blocks of {binding.block})", kernel.span)
         kinds, verdicts = _classify(theory, forms)
-        assumed = [a for i, f in enumerate(forms) if kinds[i] == "input"
-                   for a in [_assumption(theory, f)] if a is not None]
+        inputs = [f for i, f in enumerate(forms) if kinds[i] == "input"]
+        assumed = [a for f in inputs for a in [_assumption(theory, f)] if a is not None]
+        assumed += _validity_from_inputs(theory, inputs)
         for i, f in enumerate(forms):
             if kinds[i] == "input" and _implied_by_validity(theory, f, f"v{i}"):
                 verdicts[i] = dataclasses.replace(
@@ -368,7 +463,7 @@ def compose(kernel: ir.Kernel, binding: Binding, search: bool = True) -> Composi
 
 def _implied_by_validity(theory: _Theory, clause: Mapping[str, Any], tag: str) -> bool:
     """Does "every pair's id is an expert" imply this clause on the router's ids?"""
-    if not all(theory.tensors.get(n, (None,))[0] is theory.d.ids
+    if not all(n in theory.tensors and theory.tensors[n].func is theory.d.ids
                for n in _tensors_read(clause)):
         return False
     d = theory.d
@@ -407,7 +502,7 @@ def _classify(theory: _Theory, forms: tuple[dict[str, Any], ...]
     output together with a tensor the inspector does not produce)."""
     from tilesafe.semantics.access import requires_form
 
-    outputs = {n for n, (func, _) in theory.tensors.items() if func is not theory.d.ids}
+    outputs = {n for n, b in theory.tensors.items() if b.func is not theory.d.ids}
     kinds: list[str] = []
     verdicts: list[ClauseVerdict | None] = []
     for i, f in enumerate(forms):

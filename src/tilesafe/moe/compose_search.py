@@ -48,7 +48,9 @@ def refute(kernel: ir.Kernel, binding: Binding, forms: Sequence[Mapping[str, Any
                 sids, be = r.used() if binding.cut == "used" else (r.sorted_ids, r.expert_ids)
                 by_field = {"topk_ids": ids.astype(np.int32), "sorted_ids": sids,
                             "expert_ids": be}
-                arrays = {n: by_field[w] for n, w in binding.tensors.items()}
+                arrays = _shaped(kernel, {n: by_field[w] for n, w in binding.tensors.items()})
+                if arrays is None:
+                    continue
                 sizes = _sizes(kernel, binding, arrays, e)
                 if sizes is None:
                     continue
@@ -86,6 +88,21 @@ def _routings(rng: np.random.Generator, tk: int, e: int, random: bool) -> list[n
     return out
 
 
+def _shaped(kernel: ir.Kernel, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray] | None:
+    """The arrays in the executor's shapes (the router's ids as [T, K] where it says so);
+    None when a routing's pairs do not fill whole rows of K."""
+    out = {}
+    for name, a in arrays.items():
+        t = kernel.tensor(name)
+        if len(t.shape) == 2 and isinstance(t.shape[1], ir.IntConst):
+            k = t.shape[1].value
+            if a.size % k:
+                return None
+            a = a.reshape(-1, k)
+        out[name] = a
+    return out
+
+
 class SizeLeaves:
     """Z3Terms' leaves for expressions over the sizes only (`where`, shapes)."""
 
@@ -110,7 +127,8 @@ def _sizes(kernel: ir.Kernel, binding: Binding, arrays: Mapping[str, np.ndarray]
     s.add(sizes[binding.experts] == experts)
     for t in kernel.params:
         if t.name in arrays:
-            s.add(terms.fold(t.shape[0]) == int(arrays[t.name].shape[0]))
+            for d, n in zip(t.shape, arrays[t.name].shape, strict=True):
+                s.add(terms.fold(d) == int(n))
     if s.check() != z3.sat:
         return None
     m = s.model()
