@@ -5,6 +5,7 @@ that does not (the interpreter TS205, the GPU launcher, tilesafe.jit TS911)."""
 
 from __future__ import annotations
 
+import io
 import itertools
 import re
 
@@ -166,6 +167,26 @@ def test_fixed_elements_are_kept_and_unsatisfiable_is_said():
     with pytest.raises(requires_synth.NoSolution, match="needs 4 values at 3 positions"):
         requires_synth.draw(k, {"T": 3, "M": 4, "NB": 1},
                             {"ids": (3,), "tab": (4,), "be": (1,)}, np.random.default_rng(0))
+
+
+def test_the_clause_that_leaves_no_contents_is_named(tmp_path):
+    """TS206 points at the first clause that makes the ones before it unsatisfiable."""
+    from tilesafe.cli import main
+
+    src = tmp_path / "u.tsk"
+    src.write_text("""kernel k(ids: in global i32[T], x: in global f32[V], y: out global f32[T])
+  where T > 0, T <= 64, V > 0, V <= 64
+  grid (T) block 1
+  requires 0 <= ids[t] && ids[t] < V
+  requires permutation(p in 0 .. T: ids[p], 0 .. T)
+  requires ids[t] >= T
+{
+  y[block.x] = x[ids[block.x]]
+}
+""")
+    out = io.StringIO()
+    assert main(["run", str(src), "--size", "T=4,V=8"], stdout=out, stderr=io.StringIO()) == 1
+    assert f"{src}:6:3: TS206" in out.getvalue(), out.getvalue()
 
 
 # ---- every launcher refuses -----------------------------------------------------------------

@@ -26,7 +26,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,9 +50,10 @@ class NoSolution(Exception):
     which: unsatisfiable, too large, or the solver's time ran out). `unsat`: the clauses
     (with the fixed elements) have no solution at these sizes -- decided, not given up."""
 
-    def __init__(self, reason: str, unsat: bool = False) -> None:
+    def __init__(self, reason: str, unsat: bool = False, clause: int = 0) -> None:
         super().__init__(reason)
         self.unsat = unsat
+        self.clause = clause  # the clause (by index) that makes the earlier ones unsatisfiable
 
 
 def draw(kernel: ir.Kernel, sizes: Mapping[str, int], shapes: Mapping[str, tuple[int, ...]],
@@ -102,7 +103,9 @@ def _draw(kernel: ir.Kernel, sizes: Mapping[str, int], shapes: Mapping[str, tupl
             enc.solver.add(enc.element(name, tuple(idx)) == int(value))
     model = enc.solve([])
     if model is None:
-        raise NoSolution(enc.why_not(), unsat=enc.decided_unsat)
+        culprit = _culprit(kernel, sizes, shapes, names, clauses, fixed) if (
+            enc.decided_unsat) else 0
+        raise NoSolution(enc.why_not(), unsat=enc.decided_unsat, clause=culprit)
     deadline = time.monotonic() + DRAW_SECONDS
     for name in names:  # random targets, one tensor at a time, kept when satisfiable
         lo, hi = enc.value_range(name, clauses, model)
@@ -375,6 +378,23 @@ class _Encoding:
 
     def why_not(self) -> str:
         return self.unsat_reason or "the clauses have no solution at these sizes"
+
+
+def _culprit(kernel: ir.Kernel, sizes: Mapping[str, int], shapes: Mapping[str, tuple[int, ...]],
+             names: list[str], clauses: Sequence[Mapping[str, Any]],
+             fixed: Mapping[str, Mapping[tuple[int, ...], int]] | None) -> int:
+    """The first clause whose addition makes the clauses before it unsatisfiable (what a
+    diagnostic should point at); 0 when no prefix is decided unsatisfiable."""
+    for k in range(1, len(clauses)):
+        enc = _Encoding(kernel, sizes, shapes, names)
+        for c in clauses[:k]:
+            enc.clause(c)
+        for name, elems in (fixed or {}).items():
+            for idx, value in elems.items():
+                enc.solver.add(enc.element(name, tuple(idx)) == int(value))
+        if enc.solve([]) is None:
+            return k - 1 if enc.decided_unsat else 0
+    return len(clauses) - 1
 
 
 def _leaves(c: Mapping[str, Any]) -> list[list[Any]]:

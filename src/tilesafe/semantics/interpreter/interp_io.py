@@ -221,7 +221,8 @@ def satisfying_index_tensors(kernel: ir.Kernel, sizes: Mapping[str, int],
     except requires_synth.NoSolution as err:
         given = ", ".join(f"{k}={sizes[k]}" for k in kernel.sizes)
         raise InterpError(NO_ROUTING, f"no contents of the index tensors satisfying the "
-                          f"`requires` clauses at {given}: {err}", kernel.requires[0].span
+                          f"`requires` clauses at {given}: {err}",
+                          kernel.requires[err.clause].span
                           ) from None
 
 
