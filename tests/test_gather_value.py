@@ -102,3 +102,38 @@ def test_without_the_link_the_expert_is_unknown():
     k = kernel(SEGMENTS.format(link="ids[p] >= T || be[p / 4] >= 0"))
     with pytest.raises(NotProved):
         valueflow.prove(k, k.ensures[0])
+
+
+SENTINEL = """kernel g(table: in global f32[V, H], ids: in global i32[T], y: out global f32[T, H])
+  where V > 0, V <= 4096, T > 0, T <= 4096, H % 128 == 0, H > 0, H <= 4096
+  grid (T, H / 128) block 128
+  requires CLAUSE
+  ensures y[t, c] == table[ids[t], c]
+{
+  let r = ids[block.x]
+  if r >= 0 {
+    y[block.x, block.y * 128 + thread] = table[r, block.y * 128 + thread]
+  } else {
+    y[block.x, block.y * 128 + thread] = 0.0
+  }
+}
+"""
+
+
+@pytest.mark.parametrize(("clause", "outside"), [
+    ("ids[t] == -1 || 0 <= ids[t] && ids[t] < V", "ids[0] = -1"),
+    ("0 <= ids[t] && ids[t] <= V", "ids[0] = 1"),
+    ("0 <= ids[t] && ids[t] < V", None),
+    ("ids[t] == -1 && ids[t] >= 0 || 0 <= ids[t] && ids[t] < V", None),
+])
+def test_a_spec_read_through_an_index_the_clauses_let_outside(clause, outside):
+    """TS041 when the clauses allow an index value the spec then reads outside a tensor
+    (and contents with that value satisfy every clause), never when they do not."""
+    from tilesafe.semantics.value import spec_bounds
+
+    k = compile_source(SENTINEL.replace("CLAUSE", clause), "g.tsk").kernels[0]
+    hits = spec_bounds.outside_reads(k, k.ensures[0])
+    if outside is None:
+        assert hits == []
+    else:
+        assert len(hits) == 1 and outside in hits[0].describe("y"), hits
