@@ -90,6 +90,10 @@ def _align_numpy(ids: np.ndarray, experts: int, block: int) -> Routing:
 
 
 def _align_torch(ids: Any, experts: int, block: int) -> Routing:
+    """The same arrays with torch operations whose shapes never depend on the data, so the
+    only host synchronisation is the final read of `total` and of the invalid-id count (the
+    host needs both: the executor's grid, and whether the router's ids need their launch
+    check). Invalid pairs sort after every expert (key E) and scatter to a spare slot."""
     import torch
 
     dev = ids.device
@@ -97,21 +101,24 @@ def _align_torch(ids: Any, experts: int, block: int) -> Routing:
     tk = int(flat.numel())
     nb = allocated_blocks(tk, experts, block)
     valid = (flat >= 0) & (flat < experts)
-    counts = torch.bincount(flat[valid], minlength=experts)
-    padded = (counts + block - 1) // block * block
+    key = torch.where(valid, flat, torch.full_like(flat, experts))
+    counts = torch.zeros(experts + 1, dtype=torch.int64, device=dev)
+    counts.scatter_add_(0, key, torch.ones_like(key))
+    padded = (counts[:experts] + block - 1) // block * block
     zero = torch.zeros(1, dtype=torch.int64, device=dev)
-    offsets = torch.cat([zero, torch.cumsum(padded, 0)])
-    pairs = torch.nonzero(valid).reshape(-1)
-    order = pairs[torch.sort(flat[pairs], stable=True).indices]
-    e_sorted = flat[order]
-    starts = torch.cat([zero, torch.cumsum(counts, 0)])[:-1]
-    rank = torch.arange(order.numel(), device=dev) - starts[e_sorted]
-    sorted_ids = torch.full((nb * block,), tk, dtype=torch.int32, device=dev)
-    sorted_ids[offsets[e_sorted] + rank] = order.to(torch.int32)
-    expert_ids = torch.full((nb,), -1, dtype=torch.int32, device=dev)
-    per_block = torch.repeat_interleave(torch.arange(experts, device=dev), padded // block)
-    expert_ids[: per_block.numel()] = per_block.to(torch.int32)
-    # the host needs `total` (the executor's grid) and the count of invalid ids (whether
-    # the router's ids may skip their launch check): one synchronisation for both
-    total, kept = torch.stack([offsets[-1], valid.sum()]).tolist()
-    return Routing(sorted_ids, expert_ids, int(total), tk, block, tk - int(kept))
+    offsets = torch.cat([zero, torch.cumsum(padded, 0)])  # E + 1 entries
+    order = torch.sort(key, stable=True).indices  # by expert, then pair id; invalid last
+    e_sorted = key[order]
+    starts = torch.cat([zero, torch.cumsum(counts, 0)])[:-1]  # E + 1 entries
+    rank = torch.arange(tk, device=dev) - starts[e_sorted]
+    spare = nb * block  # invalid pairs land here, past the array
+    pos = torch.where(e_sorted < experts, offsets[e_sorted.clamp(max=experts - 1)] + rank,
+                      torch.full_like(rank, spare))
+    sorted_ids = torch.full((spare + 1,), tk, dtype=torch.int32, device=dev)
+    sorted_ids[pos] = order.to(torch.int32)
+    rows = torch.arange(nb, device=dev) * block
+    total_t = offsets[experts]
+    owner = torch.searchsorted(offsets[1:], rows, right=True)
+    expert_ids = torch.where(rows < total_t, owner, torch.full_like(owner, -1)).to(torch.int32)
+    total, invalid = torch.stack([total_t, counts[experts]]).tolist()
+    return Routing(sorted_ids[:spare], expert_ids, int(total), tk, block, int(invalid))
