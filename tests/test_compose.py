@@ -285,3 +285,19 @@ def test_vllm_names_and_topk_as_tokens_by_choices():
     assert c.clauses[0].by_validity
     bad = c.clauses[4]
     _assert_violated(k, "used", bad.routing, bad.sizes, violated=True, shape=(-1, 2))
+
+
+def test_num_tokens_post_padded_as_a_tensor_on_the_whole_allocation():
+    """vLLM passes `total` as a one-element tensor and launches over the allocation."""
+    text = VLLM.replace("expert_ids: in global i32[NB],", "expert_ids: in global i32[NB], "
+                        "num_tokens_post_padded: in global i32[1],")
+    head, body = text.split("  requires 0 <= topk_ids", 1)
+    clauses = ["b * 64 >= num_tokens_post_padded[0] || 0 <= expert_ids[b] && expert_ids[b] < E",
+               "p < num_tokens_post_padded[0] || sorted_token_ids[p] == 2 * T",
+               "b * 32 >= num_tokens_post_padded[0] || expert_ids[b] >= 0"]
+    text = head + "".join(f"  requires {c}\n" for c in clauses) + "  requires 0 <= topk_ids" + (
+        body)
+    k = _kernel(text)
+    c = compose(k, Binding.default(k, cut="allocated"))
+    got = {v.text: v.status for v in c.clauses}
+    assert [got[t] for t in clauses] == ["proved", "proved", "refuted"], got

@@ -26,7 +26,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--kernel", metavar="NAME", help="the kernel (if the file has several)")
     p.add_argument("--bind", metavar="T=FIELD,...",
                    help="executor tensor = inspector array (topk_ids, sorted_ids, "
-                        "expert_ids); default topk=topk_ids,sids=sorted_ids,be=expert_ids")
+                        "expert_ids, total: a one-element tensor holding the rows in use); "
+                        "default: the tensors named topk/topk_ids, sids/sorted_ids/"
+                        "sorted_token_ids, be/expert_ids, ntp/num_tokens_post_padded")
     p.add_argument("--experts", default="E", metavar="SIZE",
                    help="the executor's size that is the number of experts (default E)")
     p.add_argument("--block", type=int, default=64, metavar="B",

@@ -38,7 +38,9 @@ from tilesafe.moe.align_theory import Defs
 from tilesafe.moe.compose_search import SizeLeaves
 from tilesafe.semantics.expr.z3_terms import floor_div, floor_mod
 
-FIELDS = ("topk_ids", "sorted_ids", "expert_ids")  # the inspector's arrays an executor reads
+# the inspector's arrays an executor reads; "total" is a one-element tensor holding
+# Routing.total (vLLM's num_tokens_post_padded)
+FIELDS = ("topk_ids", "sorted_ids", "expert_ids", "total")
 CUTS = ("used", "allocated")  # Routing.used() (blocks in use) or the whole allocation
 
 
@@ -63,7 +65,8 @@ class Binding:
     @staticmethod
     def default(kernel: ir.Kernel, block: int = 64, cut: str = "used") -> Binding:
         """The executor's tensors named as corpus/moe and vLLM name them (those it has):
-        topk / topk_ids, sids / sorted_ids / sorted_token_ids, be / expert_ids."""
+        topk / topk_ids, sids / sorted_ids / sorted_token_ids, be / expert_ids, ntp /
+        num_tokens_post_padded."""
         have = [t.name for t in kernel.params]
         tensors = {n: f for f, names in ALIASES.items() for n in names if n in have}
         return Binding(tensors, block=block, cut=cut)
@@ -71,7 +74,8 @@ class Binding:
 
 ALIASES = {"topk_ids": ("topk", "topk_ids"),
            "sorted_ids": ("sids", "sorted_ids", "sorted_token_ids"),
-           "expert_ids": ("be", "expert_ids")}
+           "expert_ids": ("be", "expert_ids"),
+           "total": ("ntp", "num_tokens_post_padded")}
 
 
 @dataclass(frozen=True)
@@ -150,8 +154,10 @@ def _bind(kernel: ir.Kernel, binding: Binding) -> _Theory:
     facts: list[z3.BoolRef] = [terms.fold(w) for w in kernel.where]
     facts.append(sizes[binding.experts] == d.experts)
     rows, blocks = z3.Int("rows"), z3.Int("blocks")
+    held = z3.Function("num_tokens_post_padded", z3.IntSort(), z3.IntSort())
+    facts.append(held(0) == d.total)
     funcs = {"topk_ids": (d.ids, d.tk), "sorted_ids": (d.sids, rows),
-             "expert_ids": (d.be, blocks)}
+             "expert_ids": (d.be, blocks), "total": (held, z3.IntVal(1))}
     tensors = {}
     for name, what in binding.tensors.items():
         if what not in FIELDS:

@@ -47,7 +47,7 @@ def refute(kernel: ir.Kernel, binding: Binding, forms: Sequence[Mapping[str, Any
                 r = align(ids, e, binding.block)
                 sids, be = r.used() if binding.cut == "used" else (r.sorted_ids, r.expert_ids)
                 by_field = {"topk_ids": ids.astype(np.int32), "sorted_ids": sids,
-                            "expert_ids": be}
+                            "expert_ids": be, "total": np.array([r.total], np.int32)}
                 arrays = _shaped(kernel, {n: by_field[w] for n, w in binding.tensors.items()})
                 if arrays is None:
                     continue
