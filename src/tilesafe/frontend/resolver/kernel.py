@@ -14,10 +14,11 @@ from tilesafe.frontend.resolver.requires import RequiresResolver
 from tilesafe.frontend.resolver.rules import infer_roles
 from tilesafe.frontend.resolver.spec import SpecResolver
 from tilesafe.frontend.resolver.stmts import StmtResolver
+from tilesafe.frontend.resolver.sync import SyncResolver
 
 
-class KernelResolver(DeclResolver, StmtResolver, MmaResolver, ClusterResolver, SpecResolver,
-                     RequiresResolver, ExprResolver):
+class KernelResolver(DeclResolver, StmtResolver, SyncResolver, MmaResolver, ClusterResolver,
+                     SpecResolver, RequiresResolver, ExprResolver):
     """Declarations first (constants before shapes and the launch), then the body, then the
     `ensures` clauses (which may need the roles the body implies)."""
 
