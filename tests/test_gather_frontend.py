@@ -113,3 +113,40 @@ def test_fmt_keeps_requires_and_gathers():
     out = check_roundtrip(text)
     assert "  requires permutation(p in 0 .. T: ids[p], 0 .. M)\n" in out
     assert "  requires 0 <= ids[t] && ids[t] < M\n" in out
+
+
+TMA_HEAD = ("kernel k(w: in global f32[E, 64, 64], be: in global i32[NB], "
+            "y: out global f32[NB, 64, 64])\n"
+            "  where E > 0, E <= 64, NB > 0, NB <= 64\n  grid NB block 32\n"
+            "  requires 0 <= be[b] && be[b] < E\n")
+
+
+def tma_body(op: str) -> str:
+    return ("{\n  tensormap tw = tiled(w, box [1, 64, 64])\n"
+            "  tensormap ty = tiled(y, box [1, 64, 64])\n"
+            "  shared s: f32[1, 64, 64]\n  mbarrier full count 1 guards s\n"
+            "  if thread == 0 {\n    init full\n    fence mbarrier_init\n  }\n  sync\n"
+            "  if thread == 0 {\n    arrive full, expect_tx bytes(s)\n"
+            f"    tma_load s <- tw[{'be[block.x]' if op == 'load' else 'block.x'}, 0, 0] "
+            "signal full\n  }\n  wait full parity 0\n  fence proxy_async\n  sync\n"
+            "  if thread == 0 {\n"
+            f"    tma_store ty[{'be[block.x]' if op == 'store' else 'block.x'}, 0, 0] <- s\n"
+            "    commit_group\n    wait_group 0 read\n  }\n}\n")
+
+
+def test_a_tma_load_box_may_start_at_a_value_read_from_an_index_tensor():
+    """A dense box at a data-dependent origin (the expert's weight tile); a TMA store's
+    origin may not read one (a box scattered by data)."""
+    k = compile_source(TMA_HEAD + tma_body("load"), "t.tsk").kernels[0]
+    load = next(s for s in walk_stmts(k.body) if isinstance(s, ir.TmaLoad))
+    assert isinstance(load.coords[0], ir.Load) and load.coords[0].tensor == "be"
+    with pytest.raises(DiagnosticError) as err:
+        compile_source(TMA_HEAD + tma_body("store"), "t.tsk")
+    assert [d.code for d in err.value.diagnostics] == ["TS023"]
+
+
+def walk_stmts(stmts):
+    for s in stmts:
+        yield s
+        for attr in ("body", "then", "orelse"):
+            yield from walk_stmts(getattr(s, attr, ()) or ())

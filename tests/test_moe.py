@@ -204,3 +204,21 @@ def test_jit_pipeline_and_its_launch_check(tmp_path: Path):
         moe(xb, bad, tw, wb)
     (d0,) = err.value.diagnostics
     assert d0.code == "TS911" and "topk[4] = -1" in d0.message
+
+
+def test_the_weight_box_at_expert_minus_one_is_refuted_with_the_id():
+    """moe_gemm's weight tile is a TMA box at w[be[b], ...]: bounded by the clause on the
+    table, every box meets w; with -1 allowed and no guard, a box lies wholly outside w
+    (TS517), at the block whose table entry is -1."""
+    text = (MOE / "moe_gemm.tsk").read_text().replace(
+        "requires 0 <= be[b] && be[b] < E", "requires be[b] == -1 || 0 <= be[b] && be[b] < E")
+    k = load_program("g.tsk", text=text).kernels[0]
+    from tilesafe.checkers import tma
+    from tilesafe.checkers.registry import CheckOptions
+
+    boxes = [o for o in tma.check(k, CheckOptions()) if "every box meets w" in o.name]
+    assert boxes and boxes[0].verdict is Verdict.REFUTED and boxes[0].code == "TS517"
+    assert "g0_be -1" in boxes[0].message
+    good = [o for o in tma.check(kernel("moe_gemm"), CheckOptions())
+            if "every box meets w" in o.name]
+    assert good and good[0].verdict is Verdict.PROVED

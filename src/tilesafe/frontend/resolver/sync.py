@@ -55,7 +55,7 @@ class SyncResolver(ResolverBase):
         return ir.ExpectTx(s.span, ref, nbytes) if ref else None
 
     def s_TmaLoad(self, s: ast.TmaLoad) -> ir.Stmt | None:
-        tmap, coords = self.tma_target(s.tensormap, s.coords, s.span)
+        tmap, coords = self.tma_target(s.tensormap, s.coords, s.span, gather_ok=True)
         dst = self.buf_slice(s.dst)
         bar = self.bar_ref(s.barrier)
         mask = self.multicast_mask(s.multicast)
@@ -145,12 +145,17 @@ class SyncResolver(ResolverBase):
             prefix.append(value)
         return ir.BufferSlice(ref.span, ref.name, tuple(prefix))
 
-    def tma_target(self, name: str, coords: tuple[ast.Expr, ...], span: Span):
+    def tma_target(self, name: str, coords: tuple[ast.Expr, ...], span: Span,
+                   gather_ok: bool = False):
+        """`gather_ok`: a load's box may start at a value read from an index tensor (the
+        expert's weight tile at `w[e, ...]`): the box is still one dense box, and the
+        provers bound its origin by the `requires` clauses as they bound a gather's index.
+        A store's may not (a box scattered by data: its exactly-once is not argued)."""
         tmap = self.tmaps.get(name)
         values = []
         for e in coords:
             value = self.expr(e)
-            self.require_affine(value, e.span, "a TMA coordinate")
+            self.require_affine(value, e.span, "a TMA coordinate", gather_ok)
             values.append(value)
         if tmap is None:
             if self.taken(name):

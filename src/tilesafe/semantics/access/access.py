@@ -301,7 +301,8 @@ class _Collector:
                box_from_zero: bool = False, tile: tuple[int, ...] = ()) -> AccessRelation:
         self.count += 1
         name = f"S{self.count}"
-        keys = keys_in(self.k, tuple(indices) + tuple(g for g, _ in scope.guards), scope.lets)
+        keys = keys_in(self.k, tuple(indices) + tuple(coords) + tuple(g for g, _ in scope.guards),
+                       scope.lets)
         gdims = tuple(f"g{k}_{key.tensor}" for k, key in enumerate(keys))
         dims = scope.dims + gdims
         env = scope.env(make_space(self.ctx, self.k.sizes, dims, name))

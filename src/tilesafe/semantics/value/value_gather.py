@@ -92,6 +92,8 @@ def _walk(kernel: ir.Kernel, stmts: tuple[ir.Stmt, ...], lets: dict[int, ir.Expr
         positions = [i for e in ir_walk.own_exprs(s) for i in _index_positions(e)]
         if isinstance(s, ir.Store):
             positions += list(s.indices)
+        elif isinstance(s, ir.TmaLoad):  # a box at an origin read from an index tensor
+            positions += list(s.coords)
         elif isinstance(s, ir.If):
             positions.append(s.cond)
         for key in keys_in(kernel, positions, lets):

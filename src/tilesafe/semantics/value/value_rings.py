@@ -113,17 +113,23 @@ def resolve_ring(p: Resolver, t: Shr, writers: list[Write], depth: int) -> Term:
         if lp.step != wp.step:
             raise fail("the load's and the wait's loops have different steps")
     box = [n for n in space.inst_dims(li) if n not in lname and not n.startswith("t_")]
-    dom_l = space.domain(li)
-    for name in box:
-        dom_l = dom_l.eliminate(isl.dim_type.set, space.pos[name], 1)
+
+    def over_loops(s: isl.Set) -> isl.Set:
+        """`s` over the load's loop coordinates only: its box dims dropped (the space's
+        base bounds them too when the load's origin reads an index tensor)."""
+        for name in box:
+            s = s.eliminate(isl.dim_type.set, space.pos[name], 1)
+        return s
+
+    dom_l = over_loops(space.domain(li))
     # every iteration, for the issuing thread (a guard `thread == 0` picks it, like `elect`)
-    full_l = space.domain(Inst(li.ns, li.thread_lo, li.thread_hi, li.elect, real, (),
-                               li.lets)) & space.dim(thread_dim(li)).eq_set(
-        affine.constant(AffineEnv(space.space), issuer))
+    full_l = over_loops(space.domain(Inst(li.ns, li.thread_lo, li.thread_hi, li.elect, real,
+                                          (), li.lets)) & space.dim(thread_dim(li)).eq_set(
+        affine.constant(AffineEnv(space.space), issuer)))
     turns = [(dom_l, arrive.index, ai)]
     for a in bare:
         bi = a.inst.renamed(-7)
-        turns.append((space.domain(bi), a.index, bi))
+        turns.append((over_loops(space.domain(bi)), a.index, bi))
     _one_arrival_each(space, turns, full_l, fail)
     wait_all = Inst(wi.ns, wi.thread_lo, wi.thread_hi, wi.elect, wi.loops, (), wi.lets)
     if not space.domain(wait_all).is_subset(space.domain(wi)):
