@@ -149,7 +149,7 @@ def test_scale_executor_and_combine_match_numpy(kind):
 @pytest.mark.parametrize("kind", ["hot", "empty", "one_token"])
 def test_grouped_gemm_matches_numpy(kind):
     rng = np.random.default_rng(11)
-    t, e, d, n = 9, 5, 128, 256
+    t, e, d, n = 9, 5, 128, 128
     topk = R.routing(kind, t, e, 2, rng)
     t = topk.shape[0]
     sids, be = align(topk, e, 64).used()
@@ -192,7 +192,7 @@ def test_jit_pipeline_and_its_launch_check(tmp_path: Path):
 
     moe = MoE(5, device="interp", cache=tmp_path)
     rng = np.random.default_rng(1)
-    t, d, n = 7, 64, 256
+    t, d, n = 7, 64, 128
     topk = R.routing("hot", t, 5, 2, rng)
     x, w, tw = R.quarters((t, d), rng), R.quarters((5, n, d), rng), R.route_weights(t, 2, rng)
     xb, wb = fp.f32_array_to_bf16(x), fp.f32_array_to_bf16(w)
