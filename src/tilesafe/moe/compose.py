@@ -34,10 +34,7 @@ import z3
 from tilesafe.frontend import ir
 from tilesafe.moe import ground
 from tilesafe.moe.align_lemmas import LemmaResult, check, prove_lemmas
-from tilesafe.moe.compose_bind import (  # noqa: F401 - Binding and BindingError re-exported
-    ALIASES,
-    CUTS,
-    FIELDS,
+from tilesafe.moe.compose_bind import (  # noqa: F401 - BindingError re-exported
     Binding,
     BindingError,
     Theory,
@@ -47,6 +44,7 @@ from tilesafe.moe.compose_bind import (  # noqa: F401 - Binding and BindingError
 from tilesafe.moe.compose_terms import (
     Foreign,
     assumption,
+    every_id_an_expert,
     obligation,
     validity_from_inputs,
 )
@@ -142,16 +140,12 @@ def _implied_by_validity(theory: Theory, clause: Mapping[str, Any], tag: str) ->
     if not all(n in theory.tensors and theory.tensors[n].func is theory.d.ids
                for n in _tensors_read(clause)):
         return False
-    d = theory.d
-    i = z3.Int(f"{tag}_pair")
-    valid = z3.ForAll([i], z3.Implies(z3.And(0 <= i, i < d.tk),
-                                      z3.And(0 <= d.ids(i), d.ids(i) < d.experts)),
-                      patterns=[d.ids(i)])
+    valid = every_id_an_expert(theory, f"{tag}_pair")
     try:
         facts, goal, _ = obligation(theory, clause, tag)
     except Foreign:
         return False
-    return _entails(theory.facts + d.base() + [valid] + facts, goal) == "unsat"
+    return _entails(theory.facts + theory.d.base() + [valid] + facts, goal) == "unsat"
 
 
 def _entails(given: list[z3.BoolRef], goal: z3.BoolRef) -> str:
@@ -176,13 +170,11 @@ def _classify(theory: Theory, forms: tuple[dict[str, Any], ...]
     """"input" (reads only the router's ids or tensors not bound at all), "obligation"
     (reads the inspector's sorted ids or block table), or unknown at once (reads such an
     output together with a tensor the inspector does not produce)."""
-    from tilesafe.semantics.access import requires_form
-
     outputs = {n for n, b in theory.tensors.items() if b.func is not theory.d.ids}
     kinds: list[str] = []
     verdicts: list[ClauseVerdict | None] = []
     for i, f in enumerate(forms):
-        read = set(requires_form.tensors((f,)))
+        read = set(_tensors_read(f))
         foreign = read - set(theory.tensors)
         if not read & outputs:
             kinds.append("input")

@@ -17,7 +17,7 @@ import z3
 from tilesafe.frontend import ir
 from tilesafe.moe.align_lemmas import FOR_OBLIGATIONS, quantified
 from tilesafe.moe.align_theory import Defs
-from tilesafe.moe.compose_search import SizeLeaves
+from tilesafe.semantics.expr.z3_terms import SizeTerms
 
 # the inspector's arrays an executor reads; "total" is a one-element tensor holding
 # Routing.total (vLLM's num_tokens_post_padded)
@@ -95,7 +95,7 @@ def bind(kernel: ir.Kernel, binding: Binding) -> Theory:
                            f"number of experts; name it with --experts)", kernel.span)
     d = Defs(binding.block)
     sizes = {n: z3.Int(f"size_{n}") for n in kernel.sizes}
-    terms = SizeLeaves(sizes)
+    terms = SizeTerms(sizes)
     facts: list[z3.BoolRef] = [terms.fold(w) for w in kernel.where]
     facts.append(sizes[binding.experts] == d.experts)
     rows, blocks = z3.Int("rows"), z3.Int("blocks")
@@ -124,7 +124,7 @@ def bind(kernel: ir.Kernel, binding: Binding) -> Theory:
 
 
 def shape(t: ir.GlobalTensor, what: str, func: z3.FuncDeclRef, length: z3.ArithRef,
-           terms: SizeLeaves, facts: list[z3.BoolRef]) -> Bound:
+           terms: SizeTerms, facts: list[z3.BoolRef]) -> Bound:
     """How an executor tensor's elements map onto the inspector's array: a vector one to
     one; the router's ids also as [T, K] (vLLM's topk_ids), pair t K + k at [t, k], for a
     constant K."""

@@ -18,9 +18,8 @@ import numpy as np
 import z3
 
 from tilesafe.frontend import ir
-from tilesafe.frontend.fold import fold
 from tilesafe.moe.align import align
-from tilesafe.semantics.expr.z3_terms import Z3Terms
+from tilesafe.semantics.expr.z3_terms import SizeTerms
 
 if TYPE_CHECKING:
     from tilesafe.moe.compose import Binding, ClauseVerdict
@@ -103,24 +102,11 @@ def _shaped(kernel: ir.Kernel, arrays: dict[str, np.ndarray]) -> dict[str, np.nd
     return out
 
 
-class SizeLeaves:
-    """Z3Terms' leaves for expressions over the sizes only (`where`, shapes)."""
-
-    def __init__(self, sizes: dict[str, Any]) -> None:
-        self.sizes, self.loops, self.lets = sizes, {}, {}
-
-    def var(self, key: str) -> Any:
-        raise KeyError(key)
-
-    def fold(self, e: ir.Expr) -> Any:
-        return fold(e, Z3Terms(self))
-
-
 def _sizes(kernel: ir.Kernel, binding: Binding, arrays: Mapping[str, np.ndarray],
            experts: int) -> dict[str, int] | None:
     """Sizes for a launch on `arrays` that `where` allows (z3; None if there is none)."""
     sizes = {n: z3.Int(n) for n in kernel.sizes}
-    terms = SizeLeaves(sizes)
+    terms = SizeTerms(sizes)
     s = z3.Solver()
     s.set("rlimit", 200_000)
     s.add(*[terms.fold(w) for w in kernel.where])

@@ -194,9 +194,15 @@ def validity_from_inputs(theory: Theory, inputs: list[Mapping[str, Any]]
     goal = z3.Implies(z3.And(0 <= i, i < d.tk), z3.And(0 <= d.ids(i), d.ids(i) < d.experts))
     if not facts or check(theory.facts + d.base() + facts, goal, vacuity=False) != "unsat":
         return []
-    q = z3.Int("q_flat_pair")
-    return [z3.ForAll([q], z3.Implies(z3.And(0 <= q, q < d.tk), z3.And(
-        0 <= d.ids(q), d.ids(q) < d.experts)), patterns=[d.ids(q)])]
+    return [every_id_an_expert(theory, "q_flat_pair")]
+
+
+def every_id_an_expert(theory: Theory, name: str) -> z3.BoolRef:
+    """For every pair i, 0 <= id(i) < E, quantified with the pattern id(i)."""
+    d = theory.d
+    q = z3.Int(name)
+    return z3.ForAll([q], z3.Implies(z3.And(0 <= q, q < d.tk), z3.And(
+        0 <= d.ids(q), d.ids(q) < d.experts)), patterns=[d.ids(q)])
 
 
 def at_pair(theory: Theory, clause: Mapping[str, Any], i: z3.ArithRef) -> z3.BoolRef | None:

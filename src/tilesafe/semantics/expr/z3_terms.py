@@ -91,3 +91,20 @@ class Z3Terms(Algebra[Any]):
         "or": lambda s, e, a, b: z3.Or(a, b),
         "not": lambda s, e, a: z3.Not(a),
     }
+
+
+class SizeTerms:
+    """Leaves for terms over the sizes only (a kernel's `where`, tensor shapes) -- no
+    thread, loop or let -- and `fold`, the term of one such expression."""
+
+    def __init__(self, sizes: dict[str, Any]) -> None:
+        self.sizes: dict[str, Any] = sizes
+        self.loops: dict[int, Any] = {}
+        self.lets: dict[int, ir.Expr] = {}
+
+    def var(self, key: str) -> Any:
+        raise KeyError(f"`{key}` in a term over the sizes")
+
+    def fold(self, e: ir.Expr) -> Any:
+        return fold(e, Z3Terms(self))
+
