@@ -124,9 +124,10 @@ def explore(kernel: ir.Kernel, ownership: bool, options: CheckOptions,
         lifted = blockparam.lift(cluster_view.view(kernel))
         model = build_model(lifted, ownership, cluster)
         # A reduced system that proves the kernel (semantics/temporal/reduce.py); else as before.
-        # (Not for a cluster's view: its reductions would not know the CTAs.)
-        reduced = (None if cluster is not None else
-                   reduce.prove(lifted, model, options.timeout_ms, budget))
+        # A cluster is projected onto its stages before the view (stage s of every CTA).
+        reduced = (reduce.prove(lifted, model, options.timeout_ms, budget) if cluster is None
+                   else reduce.by_ring(kernel, ownership, options.timeout_ms, budget,
+                                       cluster=cluster))
         if reduced is not None:
             model, outcome = reduced
         else:

@@ -16,13 +16,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tilesafe.frontend import ir
-from tilesafe.semantics.temporal import ring, symmetry
+from tilesafe.semantics.temporal import blockparam, cluster_view, ring, symmetry
 from tilesafe.semantics.temporal.budget import Budget
+from tilesafe.semantics.temporal.cluster_view import ClusterInfo
 from tilesafe.semantics.temporal.events import Model, Unsupported, build_model
 from tilesafe.semantics.temporal.explore import Machine
 from tilesafe.semantics.temporal.parametric import Outcome, explore_all, sample_sizes
 
-_PROGRESS: dict[int, tuple[ir.Kernel, object]] = {}
+_PROGRESS: dict[tuple[int, int], tuple[ir.Kernel, object]] = {}
 ENABLED = True  # False: the unreduced search only (bench/bench_temporal.py's "before")
 
 
@@ -31,9 +32,11 @@ def proves(out: Outcome) -> bool:
     return out.complete and not out.findings and not out.unsettled and not out.budget
 
 
-def _explore(model: Model, por: bool, timeout_ms: int, budget: Budget) -> Outcome | None:
-    """Explore up to symmetry; without it if the classes turn out not to be identical."""
-    for sym in (True, False):
+def _explore(model: Model, por: bool, timeout_ms: int, budget: Budget,
+             symmetric: bool = True) -> Outcome | None:
+    """Explore up to symmetry; without it if the classes turn out not to be identical (or
+    `symmetric` is False: a cluster's view, whose CTA syncs the renaming does not follow)."""
+    for sym in (True, False) if symmetric else (False,):
         try:
             out = explore_all(replace(model, symmetric=sym), por,
                               budget.max_states or 10**9, timeout_ms, budget)
@@ -80,38 +83,63 @@ def by_symmetry(model: Model, timeout_ms: int, budget: Budget) -> Outcome | None
 
 
 def by_ring(kernel: ir.Kernel, ownership: bool, timeout_ms: int, budget: Budget,
-            r: ring.Ring | str | None = None) -> tuple[Model, Outcome] | None:
-    """The kernel proved through its stage projection P (semantics/temporal/ring.py): P's safety
-    (with POR) and P's progress (barrier semantics, without POR), for every J."""
+            r: ring.Ring | str | None = None, cluster: ClusterInfo | None = None
+            ) -> tuple[Model, Outcome] | None:
+    """The kernel proved through its stage projections (semantics/temporal/ring.py): each
+    P_s's safety (with POR) and progress (barrier semantics, without POR), for every J.
+    With `cluster`, `kernel` is the cluster kernel itself: each projection is explored
+    through its view of the CTAs as one block (semantics/temporal/cluster_view.py)."""
     if r is None:
         r = ring.project(kernel, timeout_ms)
     if isinstance(r, str):
         return None
+    first: Model | None = None
+    states = prog_states = safety_states = 0
+    queries = list(r.queries)
+    out: Outcome | None = None
+    points: dict[str, set[str]] = {}
     try:
-        hit = _PROGRESS.get(id(kernel))
-        if hit is not None and hit[0] is kernel:
-            prog = hit[1]
-        else:
-            pm = replace(build_model(r.projected, False), progress=True)
-            prog = _explore(pm, False, timeout_ms, budget)
-            if len(_PROGRESS) > 64:
-                _PROGRESS.clear()
-            _PROGRESS[id(kernel)] = (kernel, prog)
-        if prog is None or not proves(prog):
-            return None
-        model = build_model(r.projected, ownership)
+        for n, p in enumerate(r.projections):
+            seen = blockparam.lift(cluster_view.view(p)) if cluster is not None else p
+            key = (id(kernel), n)
+            hit = _PROGRESS.get(key)
+            if hit is not None and hit[0] is kernel:
+                prog = hit[1]
+            else:
+                pm = replace(build_model(seen, False, cluster), progress=True)
+                prog = _explore(pm, False, timeout_ms, budget, cluster is None)
+                if len(_PROGRESS) > 64:
+                    _PROGRESS.clear()
+                _PROGRESS[key] = (kernel, prog)
+            if prog is None or not proves(prog):
+                return None
+            model = build_model(seen, ownership, cluster)
+            out = _explore(model, True, timeout_ms, budget, cluster is None)
+            if out is None or not proves(out):
+                return None
+            first = first or model
+            prog_states += prog.states
+            safety_states += out.states
+            states += prog.states + out.states
+            queries.extend(q for q in out.queries if q not in queries)
+            for where, shares in out.points.items():
+                points.setdefault(where, set()).update(shares)
     except Unsupported:
         return None
-    out = _explore(model, True, timeout_ms, budget)
-    if out is None or not proves(out):
-        return None
-    grps = symmetry.groups(model.agents)
+    assert first is not None and out is not None
+    grps = symmetry.groups(first.agents) if cluster is None else ()
+    stage_text = ("s" if r.alike else "s (every stage s in turn: the stages differ)")
     out.argument["ring"] = {
         "stages": r.stages, "barriers": list(r.barriers), "buffers": list(r.buffers),
-        "projection": f"loops over k = 0, {r.stages}, {2 * r.stages}, ... ({ring.J_NAME} "
-                      "iterations, every value >= 0)",
-        "progress states": prog.states, "safety states": out.states,
-        "symmetry": [[model.agents[a].name for a in g] for g in grps]}
-    out.queries.extend(r.queries)
-    out.states += prog.states
-    return model, out
+        "projection": f"loops over k = {stage_text}, s + {r.stages}, s + {2 * r.stages}, "
+                      f"... ({ring.J_NAME} iterations, every value >= 0)",
+        "projections": len(r.projections),
+        "progress states": prog_states, "safety states": safety_states,
+        "symmetry": [[first.agents[a].name for a in g] for g in grps]}
+    if cluster is not None:
+        out.argument["ring"]["cluster"] = ("stage s of every CTA: the projection of the "
+                                           "cluster kernel, explored through its view")
+    out.queries[:] = queries
+    out.points = points
+    out.states = states
+    return first, out

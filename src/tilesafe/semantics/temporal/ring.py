@@ -7,38 +7,49 @@ full[k % S], empty[k % S], its buffer slices buf[k % S, ...]). The *projection* 
 keeps, of every run, the steps that touch stage s; it is a run of the kernel whose loops
 visit only the iterations k = s, s + S, s + 2S, ... (every step's effect on stage s depends
 only on stage s and the step's own operands, and dropping steps only removes blocking).
-When z3 proves that every operand at iteration s + jS equals the one at iteration jS (the
-ring index being s instead of 0), all projections are the same system P: the kernel whose
-synchronising loops are `for k in 0 .. S * J step S`, for every J >= 0 (the iterations of
-stage 0, J of them). So:
+The projection onto stage s is P_s: the kernel whose synchronising loops are
+`for k in s .. s + S * J step S`, for every J >= 0 (stage s's iterations, J of them). When
+z3 also proves that every operand at iteration s + jS equals the one at iteration jS (the
+ring index being s instead of 0), all projections are the same system P = P_0 and one
+search serves every stage; otherwise (a stage owned by one CTA of a cluster, a condition on
+k % S) each P_s is searched, S searches of one stage each. So:
 
 * safety (every violation of a step: counts, parities, permissions, races, uninitialised
-  reads, copies at exit) of the kernel follows from that of P: a violating step of the
-  kernel projects onto a violating step of P on its stage;
-* deadlock freedom follows from P's deadlock freedom and its *progress* property: in every
-  reachable state of P with no copy in flight, one of the classes at the least iteration
-  (or one outside the loops, or the block-wide `sync`) can move. A deadlock of the kernel,
-  projected onto the stage of the least iteration k* any class is at, is a state of P in
-  which the classes at k* are blocked exactly as in the kernel (same step, same stage
-  state) and every other class is later or outside the loops -- which progress excludes.
+  reads, copies at exit) of the kernel follows from that of the P_s: a violating step of
+  the kernel projects onto a violating step of P_s on its stage s;
+* deadlock freedom follows from the P_s' deadlock freedom and their *progress* property: in
+  every reachable state of P_s with no copy in flight, one of the classes at the least
+  iteration (or one outside the loops, or a joint `sync`) can move. A deadlock of the
+  kernel, projected onto the stage s* of the least iteration k* any class is at, is a
+  state of P_s* in which the classes at k* are blocked exactly as in the kernel (same step,
+  same stage state) and every other class is later or outside the loops -- which progress
+  excludes.
 
-P has one stage's worth of states whatever S is, so the time to prove a ring does not grow
-with its stage count. P is explored by the same parametric argument as any kernel (every
-J), with POR for safety and without it for progress (a state property is not preserved
-by persistent sets). Conditions (anything else: None, and the kernel is explored whole):
+A P_s has one stage's worth of states whatever S is, so the time to prove a ring grows at
+most linearly with its stage count (not at all when the stages are alike). A P_s is
+explored by the same parametric argument as any kernel (every J), with POR for safety and
+without it for progress (a state property is not preserved by persistent sets).
+
+In a cluster (semantics/temporal/cluster_view.py) stage s is stage s of every CTA: the
+projection is taken of the kernel, before the view makes one block of its CTAs, and a step
+of iteration k touches stage k % S of whichever CTA it names (a peer's barrier
+`full@r[k % S]`, a peer's buffer, a multicast's CTAs), so the argument is the same with
+"stage s" read as "stage s of every CTA". Conditions (anything else: None, and the kernel
+is explored whole):
 
 1. the loops that synchronise are not nested, start at 0 with step 1, share one bound
    (depending on the sizes) and contain no `sync`, bulk groups, TMA stores, `init` or
-   mbarrier fences;
+   mbarrier fences, cluster barriers;
 2. inside them every barrier operation names an array of length S indexed k % S, every
    TMA load and shared-memory access a buffer whose first dimension is S, indexed k % S;
    outside them those barriers appear only in `init` of the whole array and those
    buffers not at all; a barrier guarding a ring buffer is a ring barrier guarding its
    stages (`guards buf[i]`);
-3. (z3) the index terms equal k % S, and every other term in the loops (parities, byte
-   counts, conditions, inner bounds, the other indices of shared accesses) takes the same
-   value at k = s + jS as at k = jS, for every size `where` allows, 0 <= s < S, j >= 0 and
-   every thread and inner iteration.
+3. (z3) the index terms equal k % S, for every size `where` allows, 0 <= s < S, j >= 0
+   and every thread and inner iteration. Whether the stages are alike (one P) is a second
+   query: every other term in the loops (parities, byte counts, conditions, inner bounds,
+   the other indices of shared accesses, the CTA a peer access names, multicast masks)
+   takes the same value at k = s + jS as at k = jS.
 """
 
 from __future__ import annotations
@@ -55,7 +66,7 @@ J_NAME = "J__ring"
 # wgmma groups carry MMAs (and the shares of the stages they read) across iterations,
 # like bulk groups: no stage projection (semantics/temporal/explore/ops/wgmma.py).
 BANNED = (ir.Sync, ir.CommitGroup, ir.WaitGroup, ir.TmaStore, ir.Init, ir.NamedBar,
-          ir.Wgmma, ir.WgmmaCommit, ir.WgmmaWait)
+          ir.Wgmma, ir.WgmmaCommit, ir.WgmmaWait, ir.ClusterBarrier)
 
 
 @dataclass(frozen=True)
@@ -63,8 +74,15 @@ class Ring:
     stages: int
     barriers: tuple[str, ...]
     buffers: tuple[str, ...]
-    projected: ir.Kernel  # P: the loops visit k = 0, S, 2S, ... (J iterations)
+    # P (the stages alike: the loops visit k = 0, S, 2S, ..., J iterations), or P_0 ..
+    # P_{S-1} (P_s's loops visit k = s, s + S, ...)
+    projections: tuple[ir.Kernel, ...]
     queries: tuple[str, ...]  # SMT-LIB of the z3 proofs
+
+    @property
+    def alike(self) -> bool:
+        """One projection serves every stage."""
+        return len(self.projections) == 1
 
 
 def project(kernel: ir.Kernel, timeout_ms: int = 5000) -> Ring | str:
@@ -92,11 +110,13 @@ def project(kernel: ir.Kernel, timeout_ms: int = 5000) -> Ring | str:
     if why:
         return why
     queries: list[str] = []
-    ok = _prove_terms(kernel, lets, loops, stages, idx_terms, other_terms, timeout_ms, queries)
+    ok = _prove_terms(kernel, lets, stages, idx_terms, [], timeout_ms, queries)
     if ok is not True:
         return ok
+    alike = _prove_terms(kernel, lets, stages, [], other_terms, timeout_ms, queries) is True
+    offsets = (0,) if alike else tuple(range(stages))
     return Ring(stages, tuple(sorted(bars)), tuple(sorted(bufs)),
-                _projected(kernel, loops, stages), tuple(queries))
+                tuple(_projected(kernel, loops, stages, s) for s in offsets), tuple(queries))
 
 
 # ---- conditions 1 and 2 -------------------------------------------------------------------------
@@ -137,15 +157,20 @@ def _ring_uses(kernel: ir.Kernel, loops: list[ir.For]):
         stages.add(b.length)
         bars.add(b.name)
         idx.append((lp, ref.index))
+        if ref.cta is not None:  # a peer's barrier: which peer may depend on the stage
+            other.append((lp, ref.cta))
         return None
 
-    def shared(lp: ir.For, name: str, indices: tuple[ir.Expr, ...]) -> str | None:
+    def shared(lp: ir.For, name: str, indices: tuple[ir.Expr, ...],
+               cta: ir.Expr | None = None) -> str | None:
         if not indices:
             return f"buffer {name} is used whole in the loop"
         stages.add(kernel.buffer(name).shape[0])
         bufs.add(name)
         idx.append((lp, indices[0]))
         other.extend((lp, i) for i in indices[1:])
+        if cta is not None:
+            other.append((lp, cta))
         return None
 
     for lp in loops:
@@ -164,16 +189,18 @@ def _ring_uses(kernel: ir.Kernel, loops: list[ir.For]):
                     other.append((lp, s.nbytes))
             elif isinstance(s, ir.TmaLoad):
                 why = bar(lp, s.barrier) or shared(lp, s.dst.buffer, s.dst.prefix)
+                if s.multicast is not None:
+                    other.append((lp, s.multicast))
             elif isinstance(s, ir.If):
                 other.append((lp, s.cond))
             elif isinstance(s, ir.For):
                 other.extend(((lp, s.lo), (lp, s.hi)))
             if isinstance(s, ir.Store) and s.space is ir.Space.SHARED:
-                why = why or shared(lp, s.tensor, s.indices)
+                why = why or shared(lp, s.tensor, s.indices, s.cta)
             for e in own_exprs(s):
                 for ld in loads(e):
                     if ld.space is ir.Space.SHARED:
-                        why = why or shared(lp, ld.tensor, ld.indices)
+                        why = why or shared(lp, ld.tensor, ld.indices, ld.cta)
             if why:
                 return why
     if len(stages) != 1:
@@ -213,10 +240,11 @@ def _outside(kernel: ir.Kernel, loops: list[ir.For], bars: set[str], bufs: set[s
 # ---- condition 3 (z3) ---------------------------------------------------------------------------
 
 
-def _prove_terms(kernel: ir.Kernel, lets: Lets, loops: list[ir.For], stages: int,
-                 idx: list, other: list, timeout_ms: int, queries: list[str]) -> bool | str:
+def _prove_terms(kernel: ir.Kernel, lets: Lets, stages: int, idx: list, other: list,
+                 timeout_ms: int, queries: list[str]) -> bool | str:
     """One z3 query: some index term differs from s, or some other term differs between
-    k = s + jS and k = jS (each distinct term once); unsat proves condition 3."""
+    k = s + jS and k = jS (each distinct term once); unsat proves it (condition 3 with the
+    index terms, the stages alike with the others)."""
     from tilesafe.semantics.temporal.param_smt import Enc, Timeout, prove_unsat
 
     holder = _Lets(lets)
@@ -242,10 +270,12 @@ def _prove_terms(kernel: ir.Kernel, lets: Lets, loops: list[ir.For], stages: int
                 diffs.append(enc_s.term(e) != (s_var if kind == "idx" else enc_0.term(e)))
     except (ValueError, KeyError):
         return "a term in the loop has no z3 form"
+    if not diffs:
+        return True
     try:
         if not prove_unsat(base + [z3.Or(*diffs)], timeout_ms, queries):
-            return (f"an index in the loop is not k % {stages}, or a term differs between "
-                    "the stages")
+            return (f"an index in the loop is not k % {stages}" if idx else
+                    "a term differs between the stages")
     except Timeout:
         return "the solver gave up on the stage terms"
     return True
@@ -261,18 +291,24 @@ class _Lets:
 # ---- P ------------------------------------------------------------------------------------------
 
 
-def _projected(kernel: ir.Kernel, loops: list[ir.For], stages: int) -> ir.Kernel:
+def _projected(kernel: ir.Kernel, loops: list[ir.For], stages: int, offset: int
+               ) -> ir.Kernel:
+    """P_offset: the synchronising loops visit k = offset, offset + S, ... (J of them)."""
     ids = {id(lp) for lp in loops}
     sp = kernel.span
-    j = ir.SizeVar(sp, ir.ScalarType.INT, J_NAME)
-    hi = ir.BinOp(sp, ir.ScalarType.INT, "*", ir.IntConst(sp, ir.ScalarType.INT, stages), j)
+    int_t = ir.ScalarType.INT
+    j = ir.SizeVar(sp, int_t, J_NAME)
+    lo = ir.IntConst(sp, int_t, offset)
+    hi: ir.Expr = ir.BinOp(sp, int_t, "*", ir.IntConst(sp, int_t, stages), j)
+    if offset:
+        hi = ir.BinOp(sp, int_t, "+", lo, hi)
 
     def stmts(ss: tuple[ir.Stmt, ...]) -> tuple[ir.Stmt, ...]:
         return tuple(stmt(s) for s in ss)
 
     def stmt(s: ir.Stmt) -> ir.Stmt:
         if isinstance(s, ir.For) and id(s) in ids:
-            return replace(s, hi=hi, step=stages)
+            return replace(s, lo=lo, hi=hi, step=stages)
         if isinstance(s, ir.Role):
             return replace(s, body=stmts(s.body))
         if isinstance(s, ir.If):
