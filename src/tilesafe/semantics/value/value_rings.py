@@ -62,8 +62,21 @@ def resolve_ring(p: Resolver, t: Shr, writers: list[Write], depth: int) -> Term:
     bars = {w.tma.barrier for w in writers if w.tma is not None}
     if len(bars) != 1:
         raise fail("the loads signal different barriers")
-    if len(writers) > 1:
-        return _resolve_sequence(p, t, writers, depth, fail)
+    try:
+        if len(writers) > 1:
+            return _resolve_sequence(p, t, writers, depth, fail)
+        return _resolve_one(p, t, writers, depth, fail)
+    except NotProved as first:
+        # loads issued by several threads, or armed by another (a cluster's multicast)
+        from tilesafe.semantics.value.value_ring_iter import resolve_by_iteration
+        try:
+            return resolve_by_iteration(p, t, writers, depth, fail)
+        except NotProved:
+            raise first from None
+
+
+def _resolve_one(p: Resolver, t: Shr, writers: list[Write], depth: int, fail) -> Term:
+    """One load statement, its arrive.expect_tx beside it (resolve_ring's docstring)."""
     (load,) = writers
     assert load.tma is not None
     bar = p.k.barrier(load.tma.barrier)
@@ -91,27 +104,15 @@ def resolve_ring(p: Resolver, t: Shr, writers: list[Write], depth: int) -> Term:
     _, widx, wait_inst = wait
     if len(wait_inst.loops) != len(real) or not real:
         raise fail("the wait and the load are not in loops of the same depth")
-    issuer = _issuer(p, load.inst)
-    if issuer is None:
+    issuing = issuer(p, load.inst)
+    if issuing is None:
         raise fail("more than one thread issues the load")
     li = load.inst.renamed(-7)
     ai = arrive.inst.renamed(-7)
     wi = wait_inst
     space = p.space([li, wi, t.inst])
     lname = [space.loop_name(li, lp.uid) for lp in real]
-    wname = [space.loop_name(wi, lp.uid) for lp in wi.loops]
-    same = space.universe()
-    for a, b in zip(lname, wname, strict=True):
-        same = same & space.dim(a).eq_set(space.dim(b))
-    for lv, (lp, wp) in enumerate(zip(real, wi.loops, strict=True)):
-        ctx = space.base & same
-        for j in range(lv):
-            ctx = ctx & loop_bounds(space, li, real[j])
-        for x, y in ((lp.lo, wp.lo), (lp.hi, wp.hi)):
-            if not (ctx & space.term(x, li).ne_set(space.term(y, wi))).is_empty():
-                raise fail("the load's and the wait's loops have different bounds")
-        if lp.step != wp.step:
-            raise fail("the load's and the wait's loops have different steps")
+    same = same_loops(space, li, real, wi, fail, "the load's")
     box = [n for n in space.inst_dims(li) if n not in lname and not n.startswith("t_")]
 
     def over_loops(s: isl.Set) -> isl.Set:
@@ -125,12 +126,12 @@ def resolve_ring(p: Resolver, t: Shr, writers: list[Write], depth: int) -> Term:
     # every iteration, for the issuing thread (a guard `thread == 0` picks it, like `elect`)
     full_l = over_loops(space.domain(Inst(li.ns, li.thread_lo, li.thread_hi, li.elect, real,
                                           (), li.lets)) & space.dim(thread_dim(li)).eq_set(
-        affine.constant(AffineEnv(space.space), issuer)))
+        affine.constant(AffineEnv(space.space), issuing)))
     turns = [(dom_l, arrive.index, ai)]
     for a in bare:
         bi = a.inst.renamed(-7)
         turns.append((over_loops(space.domain(bi)), a.index, bi))
-    _one_arrival_each(space, turns, full_l, fail)
+    one_arrival_each(space, turns, full_l, fail)
     wait_all = Inst(wi.ns, wi.thread_lo, wi.thread_hi, wi.elect, wi.loops, (), wi.lets)
     if not space.domain(wait_all).is_subset(space.domain(wi)):
         raise fail("the wait is skipped in some iterations")
@@ -149,7 +150,7 @@ def resolve_ring(p: Resolver, t: Shr, writers: list[Write], depth: int) -> Term:
         raise fail("the load's stage is not the element of the barrier guarding it")
     nsmap = p.fresh_ns_map()
     winst = load.inst.renamed(nsmap(load.inst.ns))
-    order = _ring_order(p, wi, winst, real)
+    order = ring_order(p, wi, winst, real)
     link = Link(t.inst, t.indices, winst, load.indices, order)
     exists = p.space([t.inst, wi, winst])
     linked = exists.link(link)
@@ -189,7 +190,7 @@ def _resolve_sequence(p: Resolver, t: Shr, writers: list[Write], depth: int, fai
     for a, b in zip(loads, loads[1:], strict=False):
         if not _before(a.inst, b.inst):
             raise fail("the load statements are not one after the other")
-    threads = {_issuer(p, w.inst) for w in loads}
+    threads = {issuer(p, w.inst) for w in loads}
     if None in threads or len(threads) != 1:
         raise fail("the loads are not issued by one thread")
     (issuer_thread,) = threads
@@ -277,7 +278,30 @@ def _resolve_sequence(p: Resolver, t: Shr, writers: list[Write], depth: int, fai
     p.resolved.add(t.buffer)
     return Choice(t.buffer, tuple((lk, p.resolve(v, depth + 1)) for lk, v in options))
 
-def _one_arrival_each(space: ValueSpace, turns: list, full: isl.Set, fail) -> None:
+def same_loops(space: ValueSpace, a: Inst, loops: tuple[LoopInfo, ...], wait: Inst, fail,
+               who: str) -> isl.Set:
+    """The set where `a`'s loops (`loops`, outermost first) and the wait's have equal
+    coordinates, after proving they are loops of one shape: equal depth, and level by level
+    equal bounds (where the outer coordinates are equal) and steps."""
+    if len(wait.loops) != len(loops) or not loops:
+        raise fail(f"the wait and {who} statement are not in loops of the same depth")
+    same = space.universe()
+    for lp, wp in zip(loops, wait.loops, strict=True):
+        same = same & space.dim(space.loop_name(a, lp.uid)).eq_set(
+            space.dim(space.loop_name(wait, wp.uid)))
+    for lv, (lp, wp) in enumerate(zip(loops, wait.loops, strict=True)):
+        ctx = space.base & same
+        for j in range(lv):
+            ctx = ctx & loop_bounds(space, a, loops[j])
+        for x, y in ((lp.lo, wp.lo), (lp.hi, wp.hi)):
+            if not (ctx & space.term(x, a).ne_set(space.term(y, wait))).is_empty():
+                raise fail(f"{who} and the wait's loops have different bounds")
+        if lp.step != wp.step:
+            raise fail(f"{who} and the wait's loops have different steps")
+    return same
+
+
+def one_arrival_each(space: ValueSpace, turns: list, full: isl.Set, fail) -> None:
     """The iterations of the issuing thread (`full`) each run exactly one of the arrivals
     (`turns`: instances, element index, inst, all over the load's loop coordinates): the
     load's arrive.expect_tx or one without bytes. Then the n-th phase of an element is the
@@ -296,7 +320,7 @@ def _one_arrival_each(space: ValueSpace, turns: list, full: isl.Set, fail) -> No
         raise fail("the load is skipped in some iterations")
 
 
-def _issuer(p: Resolver, inst: Inst) -> int | None:
+def issuer(p: Resolver, inst: Inst) -> int | None:
     """The one thread that runs `inst` (for some size and block), or None when none or
     several do: a load's n-th instance is then the issuing thread's n-th."""
     sp = p.space([inst])
@@ -311,7 +335,7 @@ def _issuer(p: Resolver, inst: Inst) -> int | None:
     return int(tset.sample_point().get_coordinate_val(isl.dim_type.set, 0).to_python())
 
 
-def _ring_order(p: Resolver, wait: Inst, writer: Inst, real: tuple[LoopInfo, ...]) -> str:
+def ring_order(p: Resolver, wait: Inst, writer: Inst, real: tuple[LoopInfo, ...]) -> str:
     """The writer's loop coordinates equal the governing wait's, as `[names]|set`."""
     space = p.space([wait, writer])
     s = space.universe()
