@@ -6,6 +6,7 @@ parity changed) the reductions do not prove and the checkers refute."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -166,3 +167,45 @@ def test_many_roles_and_stages_are_proved() -> None:
     b = barrier.check(k, CheckOptions())
     arg = b[0].evidence["argument"]
     assert arg["ring"]["stages"] == 8 and len(arg["ring"]["symmetry"][0]) == 8
+
+
+TMA_RING_MMA = "corpus/wgmma/tma_ring_mma.tsk"
+ARRIVE = "      arrive empty[s], one per warp\n"
+MMA_MUTANTS = {
+    # the stage released before the MMAs reading it are waited for: projected, refuted
+    "arrive before wgmma_wait": ("      wgmma_wait 0\n" + ARRIVE,
+                                 ARRIVE + "      wgmma_wait 0\n", True, {"TS303"}),
+    "no wgmma_fence": ("      wgmma_fence\n", "", True, {"TS534"}),
+    # groups crossing iterations: not projected at all
+    "wgmma_wait 1": ("wgmma_wait 0", "wgmma_wait 1", False, {"TS308"}),
+    "no wgmma_wait": ("      wgmma_wait 0\n", "", False, {"TS308"}),
+}
+
+
+def test_stage_projection_with_tensor_cores_agrees_with_the_unreduced_search() -> None:
+    """A ring feeding wgmma whose iterations commit and wait for their MMAs: its class's
+    tensor-core state is the same at every iteration's head, so the projection applies;
+    both searches prove it."""
+    k = load_program(TMA_RING_MMA).kernels[0]
+    r = ring.project(k)
+    assert isinstance(r, ring.Ring) and r.alike and r.buffers == ("sa", "sb")
+    for own in (False, True):
+        assert reduce.proves(unreduced(k, own))
+        hit = reduce.by_ring(k, own, 10_000, Budget(max_states=200_000), r)
+        assert hit is not None and reduce.proves(hit[1])
+
+
+@pytest.mark.parametrize("name", sorted(MMA_MUTANTS))
+def test_tensor_core_mutants_not_proved_by_the_projection(name: str) -> None:
+    old, new, projected, want = MMA_MUTANTS[name]
+    text = Path(TMA_RING_MMA).read_text()
+    assert text.count(old) == 1
+    k = kernel_of(text.replace(old, new))
+    r = ring.project(k)
+    assert isinstance(r, ring.Ring) is projected, r
+    if projected:  # the ownership semantics (permissions and the barrier protocol)
+        reduce._PROGRESS.clear()
+        assert reduce.by_ring(k, True, 10_000, Budget(max_states=200_000), r) is None
+    else:
+        assert "wgmma groups may cross iterations" in r
+    assert codes(k) & want

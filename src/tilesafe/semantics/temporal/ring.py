@@ -39,7 +39,8 @@ is explored whole):
 
 1. the loops that synchronise are not nested, start at 0 with step 1, share one bound
    (depending on the sizes) and contain no `sync`, bulk groups, TMA stores, `init` or
-   mbarrier fences, cluster barriers;
+   mbarrier fences, cluster barriers; wgmma statements only inside them, each iteration
+   committing and waiting for (`wgmma_wait 0`) its MMAs after its last one;
 2. inside them every barrier operation names an array of length S indexed k % S, every
    TMA load and shared-memory access a buffer whose first dimension is S, indexed k % S;
    outside them those barriers appear only in `init` of the whole array and those
@@ -60,13 +61,12 @@ import z3
 
 from tilesafe.frontend import ir
 from tilesafe.frontend.walk import loads, own_exprs, statements
+from tilesafe.semantics.temporal.event_terms import SYNC_STMTS, TENSOR_SYNC
 from tilesafe.semantics.temporal.events import Lets, expr_key, free_vars, has_sync
 
 J_NAME = "J__ring"
-# wgmma groups carry MMAs (and the shares of the stages they read) across iterations,
-# like bulk groups: no stage projection (semantics/temporal/explore/ops/wgmma.py).
 BANNED = (ir.Sync, ir.CommitGroup, ir.WaitGroup, ir.TmaStore, ir.Init, ir.NamedBar,
-          ir.Wgmma, ir.WgmmaCommit, ir.WgmmaWait, ir.ClusterBarrier)
+          ir.ClusterBarrier)
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def project(kernel: ir.Kernel, timeout_ms: int = 5000) -> Ring | str:
     stages, bars, bufs, idx_terms, other_terms = uses
     if stages < 2:
         return "one stage"
-    why = _outside(kernel, loops, bars, bufs)
+    why = _outside(kernel, loops, bars, bufs) or _mma_state_resets(kernel, loops)
     if why:
         return why
     queries: list[str] = []
@@ -123,11 +123,16 @@ def project(kernel: ir.Kernel, timeout_ms: int = 5000) -> Ring | str:
 
 
 def _sync_loops(stmts: tuple[ir.Stmt, ...], inside: bool) -> list[ir.For] | str:
+    """The ring's loops: those that synchronise. Inside one, a loop of MMAs (tensor-core
+    statements, no barrier operation) is part of the iteration, not a ring loop."""
     out: list[ir.For] = []
     for s in stmts:
         if isinstance(s, ir.For) and has_sync(s.body):
-            if inside:
+            if inside and not all(isinstance(x, TENSOR_SYNC) for x in statements(s.body)
+                                  if isinstance(x, SYNC_STMTS)):
                 return "nested synchronising loops"
+            if inside:
+                continue
             inner = _sync_loops(s.body, True)
             if isinstance(inner, str):
                 return inner
@@ -187,6 +192,9 @@ def _ring_uses(kernel: ir.Kernel, loops: list[ir.For]):
                     other.append((lp, s.tx_bytes))
                 elif isinstance(s, ir.ExpectTx):
                     other.append((lp, s.nbytes))
+            elif isinstance(s, ir.Wgmma):
+                why = (shared(lp, s.a.buffer, tuple(i.start for i in s.a.index))
+                       or shared(lp, s.b.buffer, tuple(i.start for i in s.b.index)))
             elif isinstance(s, ir.TmaLoad):
                 why = bar(lp, s.barrier) or shared(lp, s.dst.buffer, s.dst.prefix)
                 if s.multicast is not None:
@@ -234,6 +242,37 @@ def _outside(kernel: ir.Kernel, loops: list[ir.For], bars: set[str], bufs: set[s
             for ld in loads(e):
                 if ld.space is ir.Space.SHARED and ld.tensor in bufs:
                     return f"ring buffer {ld.tensor} is read outside the loop"
+    return ""
+
+
+def _mma_state_resets(kernel: ir.Kernel, loops: list[ir.For]) -> str:
+    """Why a class's tensor-core state may differ between the heads of two iterations in a
+    way the projection would not see, or ''.
+
+    A class's wgmma state (semantics/temporal/explore/ops/wgmma.py) is its groups no wait
+    covered and the fragments touched since its last wgmma_fence (every fragment at the
+    start). Dropping other stages' iterations keeps it exact when every iteration starts
+    with no group (the loop is entered with none: no wgmma statement outside the loops;
+    each iteration ends with a `wgmma_commit` and a `wgmma_wait 0` after its last MMA, at
+    the top level of the body) and with no more fragments touched than P's first
+    iteration starts with -- every fragment, as no `wgmma_fence` comes before the loops.
+    Then a kernel's iteration starts in a state P's has, or one with fewer fragments
+    touched (which can only report fewer TS534s), so every violation projects."""
+    inside = {id(s) for lp in loops for s in statements(lp.body)}
+    for s in statements(kernel.body):
+        if isinstance(s, TENSOR_SYNC) and id(s) not in inside:
+            return f"{type(s).__name__.lower()} outside the synchronising loops"
+    for lp in loops:
+        last = max((i for i, s in enumerate(lp.body)
+                    if any(isinstance(x, ir.Wgmma) for x in statements((s,)))), default=None)
+        if last is None:
+            continue
+        rest = lp.body[last + 1:]
+        commit = next((i for i, s in enumerate(rest) if isinstance(s, ir.WgmmaCommit)), None)
+        if commit is None or not any(isinstance(s, ir.WgmmaWait) and s.pending == 0
+                                     for s in rest[commit + 1:]):
+            return ("wgmma groups may cross iterations (no wgmma_commit then wgmma_wait 0 "
+                    "after the last MMA of the loop)")
     return ""
 
 
