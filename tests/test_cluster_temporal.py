@@ -44,7 +44,8 @@ def refuted(k: ir.Kernel) -> list:
     return [o for o in verdicts(k) if o.verdict is Verdict.REFUTED and o.code]
 
 
-@pytest.mark.parametrize("name", ["multicast_copy", "cluster_row_sum"])
+@pytest.mark.parametrize("name", ["multicast_copy", "cluster_row_sum", "multicast_halves",
+                                  "dsmem_exchange", "cluster4_row_sum"])
 def test_good_cluster_kernels_proved(name: str):
     obs = verdicts(kernel_at(ROOT / "corpus" / "cluster" / f"{name}.tsk"))
     assert obs and all(o.verdict is Verdict.PROVED for o in obs), [

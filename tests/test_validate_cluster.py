@@ -20,7 +20,7 @@ from tilesafe.frontend.load import load_program
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ("multicast_copy", "cluster_row_sum", "multicast_ring", "mma_multicast",
-           "gemm_multicast")
+           "multicast_halves", "dsmem_exchange", "cluster4_row_sum", "gemm_multicast")
 
 
 def compiled(name: str):
@@ -36,7 +36,8 @@ def test_cluster_ptx_is_proved_and_assembles(name: str, tmp_path: Path):
     obs = validate_ptx(k, ptx)
     assert obs and all(o.verdict is Verdict.PROVED for o in obs), [
         (o.name, o.message) for o in obs if o.verdict is not Verdict.PROVED]
-    assert ".reqnctapercluster 2, 1, 1" in ptx
+    dims = ", ".join(str(d) for d in k.cluster)
+    assert f".reqnctapercluster {dims}" in ptx
     if shutil.which("ptxas") is None:
         pytest.skip("ptxas not installed")
     src = tmp_path / f"{name}.ptx"

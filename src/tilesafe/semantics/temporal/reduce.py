@@ -89,6 +89,8 @@ def by_ring(kernel: ir.Kernel, ownership: bool, timeout_ms: int, budget: Budget,
     P_s's safety (with POR) and progress (barrier semantics, without POR), for every J.
     With `cluster`, `kernel` is the cluster kernel itself: each projection is explored
     through its view of the CTAs as one block (semantics/temporal/cluster_view.py)."""
+    if not ENABLED:
+        return None
     if r is None:
         r = ring.project(kernel, timeout_ms)
     if isinstance(r, str):
