@@ -130,11 +130,12 @@ def by_ring(kernel: ir.Kernel, ownership: bool, timeout_ms: int, budget: Budget,
         return None
     assert first is not None and out is not None
     grps = symmetry.groups(first.agents) if cluster is None else ()
-    stage_text = ("s" if r.alike else "s (every stage s in turn: the stages differ)")
+    visits = (f"k = 0, {r.stages}, {2 * r.stages}, ... (every stage alike)" if r.alike else
+              f"k = s, s + {r.stages}, s + {2 * r.stages}, ... for each stage s in turn "
+              "(the stages differ)")
     out.argument["ring"] = {
         "stages": r.stages, "barriers": list(r.barriers), "buffers": list(r.buffers),
-        "projection": f"loops over k = {stage_text}, s + {r.stages}, s + {2 * r.stages}, "
-                      f"... ({ring.J_NAME} iterations, every value >= 0)",
+        "projection": f"loops over {visits}, {ring.J_NAME} iterations, every value >= 0",
         "projections": len(r.projections),
         "progress states": prog_states, "safety states": safety_states,
         "symmetry": [[first.agents[a].name for a in g] for g in grps]}
