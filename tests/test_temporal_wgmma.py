@@ -307,7 +307,10 @@ def test_identical_consumer_warpgroups_are_proved_up_to_symmetry():
     src = TWIN
     run = temporal.explore(kernel(src), True, OPTS)
     assert run.outcome.complete and not run.outcome.findings
-    assert run.outcome.argument.get("symmetry") == [["first", "second"]]
+    # up to symmetry, inside the stage projection when the ring has one (ring.py: each
+    # iteration commits and waits for its MMAs)
+    arg = run.outcome.argument
+    assert (arg.get("symmetry") or arg.get("ring", {}).get("symmetry")) == [["first", "second"]]
     model = build_model(kernel(src), True)
     m = Machine(model, {"M": 64, "K": 256})
     plain = search(m, [m.initial()], True, 200_000)
