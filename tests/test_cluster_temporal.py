@@ -65,7 +65,7 @@ def ring_text(stages: int = 2) -> str:
             .replace("arrive empty_w@s[s]", "arrive empty_w@(s % 2)[s]"))
 
 
-@pytest.mark.parametrize("stages", [2, 3, 4])
+@pytest.mark.parametrize("stages", [2, 3, pytest.param(4, marks=pytest.mark.slow)])
 def test_multicast_ring_proved_through_its_stage_projections(stages: int):
     """The ring whose empty_w barrier gathers the consumer arrivals of both CTAs, for
     every trip count, through the projection onto stage s of every CTA (ring.py): one
@@ -103,7 +103,15 @@ RING_MUTANTS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(RING_MUTANTS))
+# In the default run: one scope, one count, one parity mutant; the rest with the slow tests
+# (10-25 s each).
+QUICK_MUTANTS = {"remote arrive at .cta scope", "empty_w counts one CTA",
+                 "last stage's parity flipped"}
+
+
+@pytest.mark.parametrize("name", [n if n in QUICK_MUTANTS else
+                                  pytest.param(n, marks=pytest.mark.slow)
+                                  for n in sorted(RING_MUTANTS)])
 def test_ring_mutants_not_proved_by_the_projection_and_refuted(name: str):
     """No mutant is proved through the stage projections (for the scope mutants: in the
     ownership semantics, where scopes live), and the checkers refute each."""

@@ -103,6 +103,12 @@ def by_ring(kernel: ir.Kernel, ownership: bool, timeout_ms: int, budget: Budget,
     try:
         for n, p in enumerate(r.projections):
             seen = blockparam.lift(cluster_view.view(p)) if cluster is not None else p
+            # safety first: with POR it is the cheaper search, and a buggy kernel (whose
+            # refutation the unreduced search will give) fails it soonest
+            model = build_model(seen, ownership, cluster)
+            out = _explore(model, True, timeout_ms, budget, cluster is None)
+            if out is None or not proves(out):
+                return None
             key = (id(kernel), n)
             hit = _PROGRESS.get(key)
             if hit is not None and hit[0] is kernel:
@@ -114,10 +120,6 @@ def by_ring(kernel: ir.Kernel, ownership: bool, timeout_ms: int, budget: Budget,
                     _PROGRESS.clear()
                 _PROGRESS[key] = (kernel, prog)
             if prog is None or not proves(prog):
-                return None
-            model = build_model(seen, ownership, cluster)
-            out = _explore(model, True, timeout_ms, budget, cluster is None)
-            if out is None or not proves(out):
                 return None
             first = first or model
             prog_states += prog.states
