@@ -96,7 +96,7 @@ def by_ring(kernel: ir.Kernel, ownership: bool, timeout_ms: int, budget: Budget,
     if isinstance(r, str):
         return None
     first: Model | None = None
-    states = prog_states = safety_states = 0
+    prog_states = safety_states = 0
     queries = list(r.queries)
     out: Outcome | None = None
     points: dict[str, set[str]] = {}
@@ -124,7 +124,6 @@ def by_ring(kernel: ir.Kernel, ownership: bool, timeout_ms: int, budget: Budget,
             first = first or model
             prog_states += prog.states
             safety_states += out.states
-            states += prog.states + out.states
             queries.extend(q for q in out.queries if q not in queries)
             for where, shares in out.points.items():
                 points.setdefault(where, set()).update(shares)
@@ -146,5 +145,5 @@ def by_ring(kernel: ir.Kernel, ownership: bool, timeout_ms: int, budget: Budget,
                                            "cluster kernel, explored through its view")
     out.queries[:] = queries
     out.points = points
-    out.states = states
+    out.states = prog_states + safety_states
     return first, out

@@ -128,10 +128,11 @@ def _sync_loops(stmts: tuple[ir.Stmt, ...], inside: bool) -> list[ir.For] | str:
     out: list[ir.For] = []
     for s in stmts:
         if isinstance(s, ir.For) and has_sync(s.body):
-            if inside and not all(isinstance(x, TENSOR_SYNC) for x in statements(s.body)
-                                  if isinstance(x, SYNC_STMTS)):
-                return "nested synchronising loops"
             if inside:
+                mmas_only = all(isinstance(x, TENSOR_SYNC) for x in statements(s.body)
+                                if isinstance(x, SYNC_STMTS))
+                if not mmas_only:
+                    return "nested synchronising loops"
                 continue
             inner = _sync_loops(s.body, True)
             if isinstance(inner, str):

@@ -44,7 +44,15 @@ from tilesafe.semantics.value.value_rings import (
     same_loops,
 )
 from tilesafe.semantics.value.value_space import ValueSpace, thread_dim
-from tilesafe.semantics.value.value_terms import Choice, Inst, Link, Shr, Term, rename
+from tilesafe.semantics.value.value_terms import (
+    Choice,
+    Inst,
+    Link,
+    LoopInfo,
+    Shr,
+    Term,
+    rename,
+)
 
 ARMS_NS = -11  # namespaces for the checks (the prover's own start at 0)
 LOAD_NS = -13
@@ -74,10 +82,10 @@ def resolve_by_iteration(p: Resolver, t: Shr, writers: list[Write], depth: int, 
         raise fail("no load writes what the read reads")
     options = []
     for w in mine:
-        winst = _load_of_iteration(p, w, guard, wi, elem_w, wait_all, zero, fail)
-        nsmap = p.fresh_ns_map()
-        named = winst.renamed(nsmap(w.inst.ns))
         real = tuple(lp for lp in w.inst.loops if lp.uid >= 0)
+        _load_of_iteration(p, w, real, guard, wi, elem_w, wait_all, zero, fail)
+        nsmap = p.fresh_ns_map()
+        named = w.inst.renamed(nsmap(w.inst.ns))
         link = Link(t.inst, t.indices, named, w.indices, ring_order(p, wi, named, real))
         options.append((link, rename(w.value, nsmap)))
     _one_writer(p, t, wi, [lk for lk, _ in options], fail)
@@ -116,11 +124,11 @@ def _phases_are_iterations(p: Resolver, name: str, wi: Inst, elem_w: ir.Expr,
                        "same iteration names")
 
 
-def _load_of_iteration(p: Resolver, w: Write, guard: ir.BarrierGuard, wi: Inst,
-                       elem_w: ir.Expr, wait_all: Inst, zero: ir.Expr, fail) -> Inst:
-    """Condition 2 of the module docstring for one load statement; its instance."""
+def _load_of_iteration(p: Resolver, w: Write, real: tuple[LoopInfo, ...],
+                       guard: ir.BarrierGuard, wi: Inst, elem_w: ir.Expr, wait_all: Inst,
+                       zero: ir.Expr, fail) -> None:
+    """Condition 2 of the module docstring for one load statement (its loops: `real`)."""
     assert w.tma is not None
-    real = tuple(lp for lp in w.inst.loops if lp.uid >= 0)
     if issuer(p, w.inst) is None:
         raise fail("more than one thread issues a load")
     li = w.inst.renamed(LOAD_NS)
@@ -142,7 +150,6 @@ def _load_of_iteration(p: Resolver, w: Write, guard: ir.BarrierGuard, wi: Inst,
                                    ir.IntConst(elem.span, ir.ScalarType.INT, guard.per_cta)))
         if not (dom & space.term(stage, li).ne_set(space.term(of, li))).is_empty():
             raise fail("a load's stage is not the one its barrier element guards")
-    return w.inst
 
 
 def _may_arm(p: Resolver, a: Arrival, wi: Inst, elem_w: ir.Expr, zero: ir.Expr) -> bool:

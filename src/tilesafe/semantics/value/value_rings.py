@@ -102,8 +102,6 @@ def _resolve_one(p: Resolver, t: Shr, writers: list[Write], depth: int, fail) ->
     if wait is None:
         raise fail(f"the read follows no wait on '{bar.name}' at its loop level")
     _, widx, wait_inst = wait
-    if len(wait_inst.loops) != len(real) or not real:
-        raise fail("the wait and the load are not in loops of the same depth")
     issuing = issuer(p, load.inst)
     if issuing is None:
         raise fail("more than one thread issues the load")
